@@ -1,0 +1,264 @@
+/*
+ * common/src/socket.cc: deadline-bounded TCP sockets (the Socket class).
+ *
+ * What it is: the plumbing under the bootstrap and the socket transport. Every blocking
+ * operation is a poll() with the time left to a deadline followed by a non-blocking system
+ * call, so nothing can block past its deadline, and every send uses MSG_NOSIGNAL so a peer that
+ * died gives an error code instead of killing the process with SIGPIPE.
+ * Addresses and the choice of interface are in socket_address.cc.
+ *
+ * Invariants:
+ *  - A Socket owns exactly one fd (or none) and closes it once.
+ *  - Blocking calls return tcclSystemError naming the peer when the deadline passes and
+ *    tcclRemoteError when the peer closed or reset the connection.
+ *  - connect() keeps retrying refused connections until the deadline: in a job the listener
+ *    may simply not exist yet (rank 0 is late).
+ *
+ * NCCL counterpart: src/misc/socket.cc (ncclSocketListen/Connect/Accept/Send/Recv,
+ * ncclSocketProgress).
+ * Added in: foundation (common/).
+ */
+#include "tccl/common/socket.h"
+
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "tccl/common/debug.h"
+
+namespace tccl {
+
+// ---- time -----------------------------------------------------------------------------------
+
+Deadline deadlineIn(double seconds) {
+  // Beyond ~30 years counts as "never": avoids overflowing the clock's representation.
+  if (seconds <= 0 || seconds > 1e9) return Deadline::max();
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+namespace {
+
+// Milliseconds left for poll(): -1 for "never", 0 once passed, rounded up otherwise so we do
+// not spin on sub-millisecond remainders.
+int pollTimeoutMs(Deadline deadline) {
+  if (deadline == Deadline::max()) return -1;
+  auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero()) return 0;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1;
+  return ms > 1000000 ? 1000000 : static_cast<int>(ms);
+}
+
+// Waits for `events` on fd. Returns 1 when ready, 0 on timeout, -1 on error (errno set).
+int waitFor(int fd, short events, Deadline deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int rc = poll(&p, 1, pollTimeoutMs(deadline));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc == 0 && Clock::now() < deadline) continue;  // poll woke a little early
+    return rc;
+  }
+}
+
+bool isRemoteClose(int err) { return err == ECONNRESET || err == EPIPE || err == ENOTCONN; }
+
+}  // namespace
+
+// ---- Socket ---------------------------------------------------------------------------------
+
+Socket& Socket::operator=(Socket&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = o.fd_;
+    peer_ = o.peer_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void Socket::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+tcclResult_t Socket::listen(const SocketAddress& addr, SocketAddress* bound, int backlog) {
+  TCCL_ARG_CHECK(addr.valid(), "Socket::listen: address unset");
+  close();
+  int fd = socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+  TCCL_SYS_CHECK(fd, "socket");
+  Socket owner(fd);  // closes fd on every error path below
+  // A fixed port (TCCL_COMM_ID) must be bindable right after a previous job, whose closed
+  // connections linger in TIME_WAIT. Those of every listener count (an ephemeral port may be
+  // the fixed port of a later job), and a TIME_WAIT socket blocks the bind unless both it and
+  // the new socket have SO_REUSEADDR: so every listener sets it.
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr.storage), addr.len) != 0) {
+    TCCL_WARN("bind to %s failed: %s", addr.toString().c_str(), strerror(errno));
+    return tcclSystemError;
+  }
+  TCCL_SYS_CHECK(::listen(fd, backlog), "listen");
+  SocketAddress real;
+  socklen_t len = sizeof(real.storage);
+  TCCL_SYS_CHECK(getsockname(fd, reinterpret_cast<sockaddr*>(&real.storage), &len), "getsockname");
+  real.len = len;
+  if (bound != nullptr) *bound = real;
+  fd_ = owner.release();
+  peer_ = real;
+  return tcclSuccess;
+}
+
+tcclResult_t Socket::accept(Socket* out, Deadline deadline) {
+  TCCL_ARG_CHECK(out != nullptr && valid(), "Socket::accept: bad arguments");
+  for (;;) {
+    int ready = waitFor(fd_, POLLIN, deadline);
+    if (ready == 0) {
+      TCCL_WARN("timed out waiting for a connection on %s", peer_.toString().c_str());
+      return tcclSystemError;
+    }
+    TCCL_SYS_CHECK(ready, "poll");
+    SocketAddress from;
+    socklen_t len = sizeof(from.storage);
+    int fd = accept4(fd_, reinterpret_cast<sockaddr*>(&from.storage), &len, SOCK_CLOEXEC);
+    if (fd < 0 && (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)) continue;
+    TCCL_SYS_CHECK(fd, "accept");
+    from.len = len;
+    *out = Socket(fd);
+    out->peer_ = from;
+    return tcclSuccess;
+  }
+}
+
+tcclResult_t Socket::connect(const SocketAddress& addr, Deadline deadline) {
+  TCCL_ARG_CHECK(addr.valid(), "Socket::connect: address unset");
+  close();
+  auto backoff = std::chrono::milliseconds(1);
+  for (;;) {
+    int fd = socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    TCCL_SYS_CHECK(fd, "socket");
+    Socket attempt(fd);
+    int err = 0;
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr.storage), addr.len) != 0) err = errno;
+    if (err == EINPROGRESS) {  // handshake under way: wait for it within the deadline
+      int ready = waitFor(fd, POLLOUT, deadline);
+      socklen_t len = sizeof(err);
+      if (ready > 0)
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      else
+        err = ready == 0 ? ETIMEDOUT : errno;
+    }
+    if (err == 0) {
+      *this = std::move(attempt);
+      peer_ = addr;
+      return setNonBlocking(false);
+    }
+    bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == ECONNRESET || err == EAGAIN ||
+                 err == EINTR;
+    if (!retry || Clock::now() >= deadline) {
+      TCCL_WARN("connect to %s failed: %s%s", addr.toString().c_str(), strerror(err),
+                retry ? " (gave up at the deadline)" : "");
+      return tcclSystemError;
+    }
+    // Short exponential backoff, never sleeping past the deadline.
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    std::this_thread::sleep_for(std::min(backoff, left + std::chrono::milliseconds(1)));
+    backoff = std::min(backoff * 2, decltype(backoff)(100));
+  }
+}
+
+tcclResult_t Socket::sendAll(const void* data, size_t size, Deadline deadline) {
+  TCCL_ARG_CHECK(valid() || size == 0, "Socket::sendAll on a closed socket");
+  const char* p = static_cast<const char*>(data);
+  size_t done = 0;
+  while (done < size) {
+    int ready = waitFor(fd_, POLLOUT, deadline);
+    if (ready == 0) {
+      TCCL_WARN("timed out sending to %s (%zu of %zu bytes sent)", peer_.toString().c_str(), done,
+                size);
+      return tcclSystemError;
+    }
+    TCCL_SYS_CHECK(ready, "poll");
+    ssize_t n = ::send(fd_, p + done, size - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+    if (n < 0) {
+      TCCL_WARN("send to %s failed: %s", peer_.toString().c_str(), strerror(errno));
+      return isRemoteClose(errno) ? tcclRemoteError : tcclSystemError;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return tcclSuccess;
+}
+
+tcclResult_t Socket::recvAll(void* data, size_t size, Deadline deadline) {
+  TCCL_ARG_CHECK(valid() || size == 0, "Socket::recvAll on a closed socket");
+  char* p = static_cast<char*>(data);
+  size_t done = 0;
+  while (done < size) {
+    int ready = waitFor(fd_, POLLIN, deadline);
+    if (ready == 0) {
+      TCCL_WARN("timed out receiving from %s (%zu of %zu bytes received)", peer_.toString().c_str(),
+                done, size);
+      return tcclSystemError;
+    }
+    TCCL_SYS_CHECK(ready, "poll");
+    ssize_t n = ::recv(fd_, p + done, size - done, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+    if (n <= 0) {
+      TCCL_WARN("connection to %s %s after %zu of %zu bytes", peer_.toString().c_str(),
+                n == 0 ? "closed by the peer" : strerror(errno), done, size);
+      return n == 0 || isRemoteClose(errno) ? tcclRemoteError : tcclSystemError;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return tcclSuccess;
+}
+
+tcclResult_t Socket::trySend(const void* data, size_t size, size_t* done) {
+  if (size == 0) return tcclSuccess;
+  ssize_t n = ::send(fd_, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return tcclSuccess;
+  if (n < 0) {
+    TCCL_WARN("send to %s failed: %s", peer_.toString().c_str(), strerror(errno));
+    return isRemoteClose(errno) ? tcclRemoteError : tcclSystemError;
+  }
+  *done += static_cast<size_t>(n);
+  return tcclSuccess;
+}
+
+tcclResult_t Socket::tryRecv(void* data, size_t size, size_t* done) {
+  if (size == 0) return tcclSuccess;
+  ssize_t n = ::recv(fd_, data, size, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return tcclSuccess;
+  if (n <= 0) {
+    TCCL_WARN("connection to %s %s", peer_.toString().c_str(),
+              n == 0 ? "closed by the peer" : strerror(errno));
+    return n == 0 || isRemoteClose(errno) ? tcclRemoteError : tcclSystemError;
+  }
+  *done += static_cast<size_t>(n);
+  return tcclSuccess;
+}
+
+tcclResult_t Socket::setNonBlocking(bool on) {
+  int flags = fcntl(fd_, F_GETFL);
+  TCCL_SYS_CHECK(flags, "fcntl(F_GETFL)");
+  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  TCCL_SYS_CHECK(fcntl(fd_, F_SETFL, flags), "fcntl(F_SETFL)");
+  return tcclSuccess;
+}
+
+void Socket::tuneForData(int bufferBytes) {
+  int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (bufferBytes > 0) {
+    setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &bufferBytes, sizeof(bufferBytes));
+    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bufferBytes, sizeof(bufferBytes));
+  }
+}
+
+}  // namespace tccl

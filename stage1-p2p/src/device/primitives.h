@@ -1,0 +1,187 @@
+/*
+ * device/primitives.h: the primitives every algorithm is written in.
+ *
+ * What it is: NCCL's Primitives class, for the Simple protocol. An algorithm sees a receive
+ * connection (from the previous rank) and a send connection (to the next) and calls
+ *
+ *   send(src, n)                  src                       -> next
+ *   recv(dst, n)                  prev                      -> dst
+ *   copySend(src, dst, n)         src                       -> dst and next
+ *   recvCopySend(dst, n)          prev                      -> dst and next
+ *   recvReduceSend(src, n)        prev (+) src              -> next
+ *   recvReduceCopy(src, dst, n)   prev (+) src              -> dst
+ *   recvReduceCopySend(src,dst,n) prev (+) src              -> dst and next
+ *
+ * (+) is the functor's op; the rank's own input (src) goes through its pre() as it enters, and
+ * the two calls that can produce a final result take `postOp` to apply post() to it.
+ *
+ * Each call cuts its n elements into FIFO steps (stepBytes each) and, per step, waits for the
+ * slot, runs reduceCopy over it, and posts the counter. The same code runs on the host (one
+ * thread) and on the GPU (one thread block): the Backend supplies waiting, posting and the
+ * reduceCopy loop (host_backend.h, device_backend.cuh).
+ *
+ * Invariants: matching calls on the two ends of a connection move the same element counts, so
+ * both cut the same steps; after the first failure (abort, size mismatch) every later call
+ * returns false at once, and finish() still writes the step counters back.
+ *
+ * NCCL counterpart: src/device/primitives.h, src/device/prims_simple.h (genericOp, waitPeer,
+ * postPeer).
+ * Added in: stage 1.
+ */
+#ifndef TCCL_DEVICE_PRIMITIVES_H_
+#define TCCL_DEVICE_PRIMITIVES_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "device/fifo.h"
+#include "device/work.h"
+
+namespace tccl {
+
+template <typename T, typename Fn, class Backend>
+class Primitives {
+ public:
+  TCCL_HOST_DEVICE Primitives(Backend& be, ConnInfo* recvConn, ConnInfo* sendConn, Fn fn = Fn())
+      : be_(be), recv_(recvConn), send_(sendConn), fn_(fn) {
+    // Every thread reads the persistent step counters; nobody writes them until finish().
+    if (recv_) recvStep_ = recv_->step;
+    if (send_) sendStep_ = send_->step;
+  }
+
+  TCCL_HOST_DEVICE bool send(const T* src, size_t n) {
+    return op(src, nullptr, n, false, true, false);
+  }
+  TCCL_HOST_DEVICE bool recv(T* dst, size_t n) { return op(nullptr, dst, n, true, false, false); }
+  TCCL_HOST_DEVICE bool copySend(const T* src, T* dst, size_t n) {
+    return op(src, dst, n, false, true, false);
+  }
+  TCCL_HOST_DEVICE bool recvCopySend(T* dst, size_t n) {
+    return op(nullptr, dst, n, true, true, false);
+  }
+  TCCL_HOST_DEVICE bool recvReduceSend(const T* src, size_t n) {
+    return op(src, nullptr, n, true, true, false);
+  }
+  TCCL_HOST_DEVICE bool recvReduceCopy(const T* src, T* dst, size_t n, bool postOp = false) {
+    return op(src, dst, n, true, false, postOp);
+  }
+  TCCL_HOST_DEVICE bool recvReduceCopySend(const T* src, T* dst, size_t n, bool postOp = false) {
+    return op(src, dst, n, true, true, postOp);
+  }
+
+  /// Writes the step counters back so the next operation on these connections continues
+  /// where this one stopped. Returns the status (kWorkOk when every call succeeded).
+  TCCL_HOST_DEVICE uint32_t finish() {
+    be_.sync();  // every thread is done with its last slot before the steps move on
+    if (be_.leader()) {
+      if (recv_) recv_->step = recvStep_;
+      if (send_) send_->step = sendStep_;
+    }
+    return status_;
+  }
+
+  TCCL_HOST_DEVICE uint32_t status() const { return status_; }
+
+ private:
+  /// The one loop behind every primitive (NCCL's genericOp). `src` and `dst` are the user-side
+  /// input and output (either may be null); doRecv/doSend say whether the FIFOs take part.
+  /// With a received slot and a src, the two are combined with fn_; postOp applies post().
+  TCCL_HOST_DEVICE TCCL_NOINLINE bool op(const T* src, T* dst, size_t n, bool doRecv,
+                                         bool doSend, bool postOp) {
+    if (status_ != kWorkOk) return false;
+    ConnInfo* c = doSend ? send_ : recv_;
+    const size_t stepElems = (c ? c->stepBytes : n * sizeof(T)) / sizeof(T);
+    // Direct mode (fifo.h) for a pure send or a pure receive of plain data on the host.
+    const bool directSend = Backend::kDirect && Fn::kPlain && doSend && !doRecv && src && !dst &&
+                            send_->direct;
+    const bool directRecv = Backend::kDirect && doRecv && !doSend && !src && dst && recv_->direct;
+    for (size_t off = 0; off < n; off += stepElems) {
+      const size_t m = (n - off < stepElems) ? n - off : stepElems;
+      const T* recvSlot = nullptr;
+      T* sendSlot = nullptr;
+      bool landed = false;  // a direct receive: the proxy wrote straight into dst
+      if (doRecv) {
+        const int slot = int(recvStep_ % kNSteps);
+        if (directRecv) landed = offerRecvBuffer(slot, dst + off, m);
+        // Protocol step 1 (consumer): wait until the producer has published this step.
+        if (!be_.waitAtLeast(&recv_->fifo->tail, recvStep_ + 1, &recv_->fifo->closed)) {
+          return fail(recv_->fifo->closed ? kWorkPeerClosed : kWorkAborted);
+        }
+        // The size was written before tail (release) and tail was read with acquire: it is
+        // the producer's value for this step.
+        if (recv_->fifo->sizes[slot] != int64_t(m * sizeof(T))) return fail(kWorkSizeMismatch);
+        recvSlot = reinterpret_cast<const T*>(recv_->buff + slot * recv_->stepBytes);
+      }
+      if (doSend) {
+        // Protocol step 1 (producer): wait for a free slot, i.e. head + kNSteps > step: the
+        // consumer is fewer than kNSteps steps behind. (Written without subtraction from step,
+        // which would wrap below zero on the first kNSteps steps.)
+        if (sendStep_ + 1 > uint64_t(kNSteps) &&
+            !be_.waitAtLeast(&send_->fifo->head, sendStep_ + 1 - kNSteps, &send_->fifo->closed)) {
+          return fail(send_->fifo->closed ? kWorkPeerClosed : kWorkAborted);
+        }
+        const int slot = int(sendStep_ % kNSteps);
+        sendSlot = reinterpret_cast<T*>(send_->buff + slot * send_->stepBytes);
+        // Direct: the proxy sends from the user buffer; otherwise from the slot.
+        if (be_.leader()) send_->fifo->ptrs[slot] = directSend ? (char*)(src + off) : nullptr;
+      }
+      // Step 2: move (and combine) the data. Sources: the received slot and/or the user input;
+      // destinations: the user output and/or the send slot.
+      if (!landed && !directSend) {
+        const T* userIn = src ? src + off : nullptr;
+        T* d0 = dst ? dst + off : sendSlot;
+        T* d1 = (dst && sendSlot) ? sendSlot : nullptr;
+        be_.reduceCopy(recvSlot, userIn, d0, d1, m, fn_, postOp);
+      }
+      // Step 3: publish. The producer records the size, then moves tail (the backend fences so
+      // the slot and size are visible first); the consumer frees the slot by moving head.
+      if (doSend) {
+        if (be_.leader()) send_->fifo->sizes[sendStep_ % kNSteps] = int64_t(m * sizeof(T));
+        be_.post(&send_->fifo->tail, ++sendStep_);
+      }
+      if (doRecv) be_.post(&recv_->fifo->head, ++recvStep_);
+    }
+    // A direct send lent the proxy pointers into src: return only once it has sent them all.
+    if (directSend && sendStep_ > 0 &&
+        !be_.waitAtLeast(&send_->fifo->head, sendStep_, &send_->fifo->closed)) {
+      return fail(send_->fifo->closed ? kWorkPeerClosed : kWorkAborted);
+    }
+    return true;
+  }
+
+  /// Direct receive, consumer side: offer dst for this step's bytes. Returns true when the
+  /// offer won (the proxy will receive into dst), false when the proxy had already claimed the
+  /// step for its staging slot (then we copy from the slot as usual).
+  TCCL_HOST_DEVICE bool offerRecvBuffer(int slot, T* dst, size_t m) {
+#if defined(__CUDA_ARCH__)
+    return false;  // never reached: kernels do not use direct mode (DeviceBackend::kDirect)
+#else
+    ConnFifo* f = recv_->fifo;
+    f->ptrs[slot] = reinterpret_cast<char*>(dst);
+    f->ptrSizes[slot] = int64_t(m * sizeof(T));
+    uint64_t seen = __atomic_load_n(&f->claims[slot], __ATOMIC_ACQUIRE);
+    if ((seen >> 2) == recvStep_ && (seen & 3) != 0) return false;  // the proxy was first
+    // Release: ptrs/ptrSizes are visible to the proxy once it sees our claim.
+    return __atomic_compare_exchange_n(&f->claims[slot], &seen,
+                                       claimValue(recvStep_, kClaimByConsumer), false,
+                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+#endif
+  }
+
+  TCCL_HOST_DEVICE bool fail(uint32_t why) {
+    status_ = why;
+    return false;
+  }
+
+  Backend& be_;
+  ConnInfo* recv_;
+  ConnInfo* send_;
+  Fn fn_;
+  uint64_t recvStep_ = 0;
+  uint64_t sendStep_ = 0;
+  uint32_t status_ = kWorkOk;
+};
+
+}  // namespace tccl
+
+#endif  // TCCL_DEVICE_PRIMITIVES_H_

@@ -1,0 +1,210 @@
+/*
+ * group_launch.cc: turning a group's tasks into work and running it.
+ *
+ * What it is: the planner and launcher behind tcclGroupEnd. For each communicator:
+ *
+ *   1. classify buffers: all host (host executor) or all device (GPU executor), never mixed;
+ *   2. plan: the tasks become a list of phases, each a WorkBatch run to completion before the
+ *      next (stage 1 has one phase: p2p). In the p2p phase, one WorkItem per (peer,
+ *      direction) holds that peer's sends (or receives) in issue order; sends to oneself are
+ *      paired with receives from oneself as local copies;
+ *   3. connect the connectors the plan needs and that do not exist yet (lazily, as NCCL);
+ *   4. run, phase by phase: host batches start on every communicator's pool and are then
+ *      waited for; GPU batches are launched on their streams (stream order keeps the phases
+ *      in order).
+ *
+ * Invariants: every rank cuts the same work from matching calls (items ordered by peer, elems
+ * in issue order), so the two ends of each connector see the same sequence of messages;
+ * zero-byte operations move nothing on either side; a plan that does not fit one batch is
+ * refused with a message rather than split in a way that could deadlock.
+ *
+ * NCCL counterpart: src/enqueue.cc (ncclPrepareTasks, scheduleP2pTasksToPlan,
+ * ncclLaunchPrepare), src/group.cc (groupLaunch).
+ * Added in: stage 1.
+ */
+#include <algorithm>
+#include <map>
+
+#include "comm.h"
+#include "executor.h"
+#include "group.h"
+#include "plan.h"
+
+namespace tccl {
+
+namespace {
+
+tcclResult_t classifyMemory(tcclComm* comm, const CommTasks& t, bool* onDevice) {
+  bool anyHost = false, anyDevice = false;
+  for (const P2pTask& p : t.p2p) {
+    if (p.bytes == 0) continue;
+    MemType m;
+    TCCL_CHECK(pointerMemType(p.isSend ? p.sendbuff : p.recvbuff, comm->cudaDev, &m));
+    (m == MemType::kDevice ? anyDevice : anyHost) = true;
+  }
+  if (anyHost && anyDevice) {
+    TCCL_WARN("a group mixes host and device buffers on one communicator; use one kind per group");
+    return tcclInvalidUsage;
+  }
+  *onDevice = anyDevice;
+  return tcclSuccess;
+}
+
+WorkElem p2pElem(WorkFunc f, const void* src, void* dst, size_t bytes) {
+  WorkElem e{};
+  e.func = f;
+  e.sendbuff = src;
+  e.recvbuff = dst;
+  e.count = bytes;
+  return e;
+}
+
+}  // namespace
+
+tcclResult_t addItem(Phase& phase, WorkKind kind, int peer, int channel, Connector* send,
+                     Connector* recv, const std::vector<WorkElem>& elems) {
+  WorkBatch& b = phase.batch;
+  if (b.nItems >= kMaxWorkItems || b.nElems + int(elems.size()) > kMaxWorkElems) {
+    TCCL_WARN("group too large: at most %d work items (peers x directions, channels) and %d "
+              "operations per communicator in one group",
+              kMaxWorkItems, kMaxWorkElems);
+    return tcclInvalidUsage;
+  }
+  WorkItem& it = b.items[b.nItems];
+  it = WorkItem{};
+  it.kind = kind;
+  it.peer = peer;
+  it.channel = channel;
+  it.elemStart = b.nElems;
+  it.elemCount = int(elems.size());
+  for (const WorkElem& e : elems) b.elems[b.nElems++] = e;
+  if (send) phase.itemConns.push_back({b.nItems, send});
+  if (recv) phase.itemConns.push_back({b.nItems, recv});
+  b.nItems++;
+  return tcclSuccess;
+}
+
+/// Step 2, the p2p phase: items per (peer, direction); self sends paired with self receives.
+tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
+  if (plan.tasks->p2p.empty()) return tcclSuccess;
+  std::map<int, std::vector<WorkElem>> sends, recvs;
+  std::vector<const P2pTask*> selfSends, selfRecvs;
+  for (const P2pTask& p : plan.tasks->p2p) {
+    if (p.bytes == 0) continue;  // NCCL semantics: nothing moves, on either side
+    if (p.peer == comm->rank) {
+      (p.isSend ? selfSends : selfRecvs).push_back(&p);
+    } else if (p.isSend) {
+      sends[p.peer].push_back(p2pElem(WorkFunc::kSend, p.sendbuff, nullptr, p.bytes));
+    } else {
+      recvs[p.peer].push_back(p2pElem(WorkFunc::kRecv, nullptr, p.recvbuff, p.bytes));
+    }
+  }
+  if (selfSends.size() != selfRecvs.size()) {
+    TCCL_WARN("rank %d: %zu send(s) to itself but %zu receive(s) from itself in one group",
+              comm->rank, selfSends.size(), selfRecvs.size());
+    return tcclInvalidUsage;
+  }
+  std::vector<WorkElem> copies;
+  for (size_t i = 0; i < selfSends.size(); i++) {
+    if (selfSends[i]->bytes != selfRecvs[i]->bytes) {
+      TCCL_WARN("rank %d: send to itself of %zu bytes matched with a receive of %zu bytes",
+                comm->rank, selfSends[i]->bytes, selfRecvs[i]->bytes);
+      return tcclInvalidUsage;
+    }
+    copies.push_back(p2pElem(WorkFunc::kCopy, selfSends[i]->sendbuff, selfRecvs[i]->recvbuff,
+                             selfSends[i]->bytes));
+  }
+  Phase phase;
+  if (!copies.empty()) TCCL_CHECK(addItem(phase, WorkKind::kP2p, -1, 0, nullptr, nullptr, copies));
+  for (auto& [peer, elems] : sends) {
+    TCCL_CHECK(addItem(phase, WorkKind::kP2p, peer, 0, comm->getConnector(peer, 0, true),
+                       nullptr, elems));
+  }
+  for (auto& [peer, elems] : recvs) {
+    TCCL_CHECK(addItem(phase, WorkKind::kP2p, peer, 0, nullptr,
+                       comm->getConnector(peer, 0, false), elems));
+  }
+  if (phase.batch.nItems > 0) plan.phases.push_back(std::move(phase));
+  return tcclSuccess;
+}
+
+namespace {
+
+/// After connecting: point each item at its connector's ConnInfo.
+void bindConnectors(Phase& phase) {
+  for (auto& [index, c] : phase.itemConns) {
+    WorkItem& it = phase.batch.items[index];
+    if (c == nullptr) continue;
+    (c->isSend ? it.sendConn : it.recvConn) = c->conn;
+  }
+}
+
+/// Step 4 for one phase of one communicator: launch on the GPU, or start on the host pool.
+/// callerRuns: this thread drives only this communicator, so it may run an item itself.
+tcclResult_t runPhase(CommTasks& tasks, bool onDevice, Phase& phase, bool callerRuns) {
+  tcclComm* comm = tasks.comm;
+  bindConnectors(phase);
+  phase.batch.abortFlag = comm->abortFlag;
+  if (onDevice) {
+    phase.batch.status = comm->devStatus;
+    return launchGpuBatch(comm, phase.batch, tasks.stream);
+  }
+  if (comm->cudaDev >= 0) {
+    // Host buffers on a GPU communicator: the call is ordered after earlier work on the
+    // stream and on the communicator, then runs to completion.
+    if (comm->haveLaunched) TCCL_CHECK(eventSynchronize(comm->lastLaunch));
+    TCCL_CHECK(streamSynchronize(tasks.stream));
+  }
+  TCCL_CHECK(startHostBatch(comm, phase.batch, &phase.status, callerRuns));
+  phase.started = true;
+  return tcclSuccess;
+}
+
+}  // namespace
+
+tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
+  std::vector<CommPlan> plans(comms.size());
+  std::vector<PendingConnects> pending;
+  for (size_t i = 0; i < comms.size(); i++) {
+    tcclComm* comm = comms[i].comm;
+    setLogRank(comm->rank);
+    TCCL_CHECK(comm->checkAsyncError());
+    plans[i].tasks = &comms[i];
+    TCCL_CHECK(classifyMemory(comm, comms[i], &plans[i].onDevice));
+    TCCL_CHECK(planP2p(comm, plans[i]));
+    PendingConnects pc{comm, {}};
+    for (Phase& phase : plans[i].phases) {
+      for (auto& [index, c] : phase.itemConns) {
+        if (c != nullptr && !c->connected) pc.conns.push_back(c);
+      }
+    }
+    if (!pc.conns.empty()) pending.push_back(std::move(pc));
+  }
+  if (!pending.empty()) TCCL_CHECK(connectAll(pending));
+
+  // Phase by phase, host batches of every communicator start before any is waited for
+  // (several ranks may be driven by this one thread); GPU batches are simply launched.
+  size_t nPhases = 0;
+  for (auto& plan : plans) nPhases = std::max(nPhases, plan.phases.size());
+  const bool callerRuns = plans.size() == 1;
+  tcclResult_t res = tcclSuccess;
+  for (size_t ph = 0; ph < nPhases && res == tcclSuccess; ph++) {
+    for (size_t i = 0; i < plans.size() && res == tcclSuccess; i++) {
+      if (ph < plans[i].phases.size()) {
+        res = runPhase(comms[i], plans[i].onDevice, plans[i].phases[ph], callerRuns);
+      }
+    }
+    for (size_t i = 0; i < plans.size(); i++) {
+      if (ph >= plans[i].phases.size() || !plans[i].phases[ph].started) continue;
+      Phase& phase = plans[i].phases[ph];
+      // A failure after some batches started would leave them waiting for peers that will
+      // never come: abort those communicators so their items return.
+      if (res != tcclSuccess) comms[i].comm->setError(res);
+      tcclResult_t r = finishHostBatch(comms[i].comm, phase.batch, phase.status, callerRuns);
+      if (res == tcclSuccess) res = r;
+    }
+  }
+  return res;
+}
+
+}  // namespace tccl

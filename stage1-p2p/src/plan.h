@@ -1,0 +1,53 @@
+/*
+ * plan.h: a communicator's plan for one group -- phases of work batches.
+ *
+ * What it is: the data structure between the planner (which turns a group's tasks into work)
+ * and the launcher (group_launch.cc). A plan is a list of phases, each a WorkBatch that runs to
+ * completion before the next starts; a phase remembers which connector each of its items uses
+ * so the launcher can connect what is missing and then point the items at the FIFOs.
+ *
+ * Invariants: every rank builds the same phases in the same order from matching calls, so the
+ * two ends of a connector see the same sequence of messages across phases.
+ *
+ * NCCL counterpart: src/include/enqueue.h, struct ncclKernelPlan.
+ * Added in: stage 1.
+ */
+#ifndef TCCL_PLAN_H_
+#define TCCL_PLAN_H_
+
+#include <utility>
+#include <vector>
+
+#include "core.h"
+#include "device/work.h"
+#include "group.h"
+#include "transport.h"
+
+namespace tccl {
+
+/// One phase of a communicator's plan: a batch and the connectors its items use.
+struct Phase {
+  WorkBatch batch{};
+  std::vector<std::pair<int, Connector*>> itemConns;  // item index -> connector (null: none)
+  std::vector<uint32_t> status;
+  bool started = false;
+};
+
+/// The plan of one communicator.
+struct CommPlan {
+  CommTasks* tasks = nullptr;
+  bool onDevice = false;
+  std::vector<Phase> phases;
+};
+
+/// Appends an item to `phase` that runs `elems` over connectors `send` and `recv` (either may
+/// be null). Fails with a message when the batch is full.
+tcclResult_t addItem(Phase& phase, WorkKind kind, int peer, int channel, Connector* send,
+                     Connector* recv, const std::vector<WorkElem>& elems);
+
+/// The p2p phase (group_launch.cc).
+tcclResult_t planP2p(tcclComm* comm, CommPlan& plan);
+
+}  // namespace tccl
+
+#endif  // TCCL_PLAN_H_

@@ -1,0 +1,98 @@
+/*
+ * host_backend.h: how the primitives wait, post and copy on a host thread.
+ *
+ * What it is: the CPU half of the executor contract (device/device_backend.cuh is the other).
+ * One host worker thread runs one WorkItem, so the "block" is one thread: sync() is empty and
+ * the thread is always the leader. Posting stores the counter, then runs the proxy's progress
+ * right here (the bytes just posted usually leave without any thread hand-off) and kicks the
+ * proxy thread for whatever is left. Waiting drives progress too, then spins briefly, then
+ * sleeps on the communicator's ProgressSignal.
+ *
+ * Invariants: waitAtLeast returns only when the counter has reached the value (acquire) or the
+ * abort flag is raised; post makes the slot visible before the counter (release).
+ *
+ * NCCL counterpart: none (NCCL has no host executor); mirrors prims_simple.h's waitPeer/postPeer.
+ * Added in: stage 1.
+ */
+#ifndef TCCL_HOST_BACKEND_H_
+#define TCCL_HOST_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "device/fifo.h"
+#include "device/reduce_copy.h"
+#include "progress_signal.h"
+
+namespace tccl {
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();  // tells the core we spin: saves power, frees the sibling hyperthread
+#endif
+}
+
+/// Whatever moves the other end of a connection (the proxy). Implemented by Proxy.
+class Kickable {
+ public:
+  virtual ~Kickable() = default;
+  /// Wakes the proxy thread if it sleeps.
+  virtual void kick() = 0;
+  /// Runs one pass of the proxy's progress on the calling thread, if nobody else is doing it
+  /// right now. Returns true when anything moved. (An MPI-style progress engine: the thread
+  /// that waits drives progress itself instead of waking another thread to do it.)
+  virtual bool tryProgress() { return false; }
+};
+
+struct HostBackend {
+  /// Host threads can hand the proxy pointers into user buffers (see fifo.h, direct mode).
+  static constexpr bool kDirect = true;
+  const volatile uint32_t* abortFlag;
+  ProgressSignal* progress;  // notified by the proxy whenever it moves a counter
+  Kickable* proxy;           // kicked after we move a counter
+
+  bool leader() const { return true; }
+  void sync() const {}
+
+  /// Waits until *counter >= value; false on abort or when the peer closed the connection
+  /// before the value arrived.
+  bool waitAtLeast(const uint64_t* counter, uint64_t value, const uint32_t* closed) const {
+    for (int spin = 0;; spin++) {
+      if (loadAcquire(counter) >= value) return true;
+      if (*abortFlag != 0) return false;
+      if (__atomic_load_n(closed, __ATOMIC_ACQUIRE) != 0) {
+        // The proxy sets closed after its last counter store: one more look, then give up.
+        return loadAcquire(counter) >= value;
+      }
+      if (proxy->tryProgress()) {
+        spin = 0;  // something moved: look again at once
+        continue;
+      }
+      if (spin < 128) {
+        cpuRelax();  // a short spin catches the common case of a quick reply
+        continue;
+      }
+      // Sample, re-check, sleep: see ProgressSignal for why no wake-up is lost. The 1 ms cap
+      // bounds the delay when the counter is moved by someone who does not notify (a GPU).
+      uint32_t seen = progress->seq();
+      if (loadAcquire(counter) >= value) return true;
+      progress->wait(seen, 1000);
+    }
+  }
+
+  void post(uint64_t* counter, uint64_t value) const {
+    storeRelease(counter, value);  // release: the slot bytes and size are visible first
+    proxy->tryProgress();          // send what we just published, on this thread
+    proxy->kick();                 // the proxy thread finishes whatever did not fit
+  }
+
+  template <typename T, typename Fn>
+  void reduceCopy(const T* recvIn, const T* userIn, T* d0, T* d1, size_t n, Fn fn,
+                  bool postOp) const {
+    reduceCopyHost<T>(recvIn, userIn, d0, d1, n, fn, postOp);
+  }
+};
+
+}  // namespace tccl
+
+#endif  // TCCL_HOST_BACKEND_H_

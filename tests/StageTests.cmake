@@ -1,0 +1,111 @@
+# tests/StageTests.cmake: compiles the shared tests against one stage's library.
+#
+# The same test sources run against every stage that has the feature (stage 7 still passes
+# every stage-1 test). This file turns "stage N" into the list of feature fragments it gets:
+#
+#   tccl_add_stage_tests(NUM <n> DIR <stage source dir> LIB <stage library target>)
+#     Sets, for the fragments it includes:
+#       TCCL_STAGE_NUM     n
+#       TCCL_STAGE_DIR     the stage's source directory (its include/ and src/)
+#       TCCL_STAGE_LIB     the stage's library target
+#       TCCL_STAGE_PREFIX  "s<n>_", the prefix of every target and CTest name of this stage
+#       TCCL_STAGE_LABEL   "stage<n>", the CTest label every test of this stage carries
+#     then includes, when the file exists:
+#       tests/primitives/primitives_tests.cmake  for n >= 1   (FIFO primitives, host backend)
+#       tests/p2p/p2p_tests.cmake                for n >= 1   (grouped send/recv, P2P patterns)
+#       tests/ring/ring_tests.cmake              for n >= 2   (ring collectives)
+#       tests/errors/errors_tests.cmake          for n >= 2   (the error table, docs/errors.md)
+#       tests/soak/soak_tests.cmake              for n >= 2   (the soak, label "soak")
+#     A new chapter adds its line to the table in the function body.
+#     Calling it twice for the same n does nothing the second time: a stage built inside the
+#     whole tree may register its own tests, and tests/CMakeLists.txt then skips that stage.
+#     Without the harness (no GoogleTest or MPI) it prints a message and adds nothing.
+#
+#   tccl_stage_test_executable(<target> SOURCES <files...>)
+#     For use inside a fragment: an executable linked with ${TCCL_STAGE_LIB} and
+#     tccl_test_harness (whose main() runs GoogleTest under MPI), with ${TCCL_STAGE_DIR}/include
+#     and ${TCCL_STAGE_DIR}/src on its include path (tests of internals include "transport.h"
+#     etc. from the stage being tested), and the project's warnings on.
+#
+# A fragment (for example tests/p2p/p2p_tests.cmake) looks like:
+#   tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_p2p_patterns
+#                              SOURCES ${CMAKE_CURRENT_LIST_DIR}/p2p_patterns_test.cc)
+#   foreach(np 1 2 3 4)
+#     tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}p2p_patterns NP ${np}
+#                       COMMAND ${TCCL_STAGE_PREFIX}test_p2p_patterns
+#                       LABELS ${TCCL_STAGE_LABEL} p2p)
+#   endforeach()
+# Source paths in a fragment must be absolute (${CMAKE_CURRENT_LIST_DIR}/...): the fragment is
+# included from the directory that calls tccl_add_stage_tests, not from its own.
+#
+# A stage built on its own (cmake -S stage1-p2p) does
+#   include(${CMAKE_CURRENT_SOURCE_DIR}/../tests/StageTests.cmake)
+#   tccl_add_stage_tests(NUM 1 DIR ${CMAKE_CURRENT_SOURCE_DIR} LIB <its library target>)
+# after add_subdirectory(../common ...). Every path here is found from this file's own location,
+# so that works from any top-level project.
+#
+# Added in: foundation (tests/).
+include_guard(GLOBAL)
+
+# By path, not through CMAKE_MODULE_PATH: common/ appends to that only in its own scope.
+include(${CMAKE_CURRENT_LIST_DIR}/../common/cmake/TcclOptions.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/../common/cmake/TcclTesting.cmake)
+
+function(tccl_add_stage_tests)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "NUM;DIR;LIB" "")
+  if(NOT ARG_NUM OR NOT ARG_DIR OR NOT ARG_LIB)
+    message(FATAL_ERROR "tccl_add_stage_tests: NUM, DIR and LIB are required")
+  endif()
+  get_property(done GLOBAL PROPERTY TCCL_STAGE_TESTS_ADDED)
+  if(ARG_NUM IN_LIST done)
+    return()
+  endif()
+  if(NOT TARGET tccl_test_harness)
+    message(STATUS "tccl: no test harness (GoogleTest or MPI missing): stage ${ARG_NUM} tests "
+                   "are not built")
+    return()
+  endif()
+  if(NOT TARGET ${ARG_LIB})
+    message(FATAL_ERROR "tccl_add_stage_tests: stage ${ARG_NUM} library '${ARG_LIB}' is not a "
+                        "target (add the stage before its tests)")
+  endif()
+  set_property(GLOBAL APPEND PROPERTY TCCL_STAGE_TESTS_ADDED ${ARG_NUM})
+
+  set(TCCL_STAGE_NUM ${ARG_NUM})
+  get_filename_component(TCCL_STAGE_DIR "${ARG_DIR}" ABSOLUTE)
+  set(TCCL_STAGE_LIB ${ARG_LIB})
+  set(TCCL_STAGE_PREFIX "s${ARG_NUM}_")
+  set(TCCL_STAGE_LABEL "stage${ARG_NUM}")
+
+  # Inside a function CMAKE_CURRENT_LIST_DIR names the caller's file; this names ours.
+  set(tests_dir ${CMAKE_CURRENT_FUNCTION_LIST_DIR})
+  # The feature table: <first stage that has it> <fragment>.
+  set(features
+      1 primitives/primitives_tests.cmake
+      1 p2p/p2p_tests.cmake
+      2 ring/ring_tests.cmake
+      2 shim/shim_tests.cmake
+      2 errors/errors_tests.cmake
+      2 soak/soak_tests.cmake)
+  while(features)
+    list(POP_FRONT features since fragment)
+    if(TCCL_STAGE_NUM GREATER_EQUAL since AND EXISTS ${tests_dir}/${fragment})
+      include(${tests_dir}/${fragment})
+    endif()
+  endwhile()
+endfunction()
+
+function(tccl_stage_test_executable target)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "SOURCES")
+  if(NOT ARG_SOURCES)
+    message(FATAL_ERROR "tccl_stage_test_executable(${target}): SOURCES is required")
+  endif()
+  if(NOT TCCL_STAGE_LIB OR NOT TCCL_STAGE_DIR)
+    message(FATAL_ERROR "tccl_stage_test_executable(${target}): call it from a fragment "
+                        "included by tccl_add_stage_tests")
+  endif()
+  add_executable(${target} ${ARG_SOURCES})
+  target_link_libraries(${target} PRIVATE ${TCCL_STAGE_LIB} tccl_test_harness)
+  target_include_directories(${target} PRIVATE ${TCCL_STAGE_DIR}/include ${TCCL_STAGE_DIR}/src)
+  tccl_warnings(${target})
+endfunction()

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# tools/gpu/run.sh: build, test and benchmark tccl on a GPU machine, in one go.
+#
+# What it is: the single script the device machine runs (GPU time is scarce: one call does
+# everything). It builds the whole tree with CUDA for Hopper, runs the stage tests on device
+# buffers at 2 and 4 ranks (and whatever else TCCL_GPU_NP lists), then, when an nccl-tests
+# source tree is present in .nccl-tests/ (fetched separately, never committed), builds it
+# against the real NCCL and against tccl's nccl.h shim and runs both side by side.
+#
+# Usage: tools/gpu/run.sh [build] [test] [ncclt] [bench]   (default: all four)
+# Environment: OUT (where logs go; default ./gpu-out), TCCL_GPU_NP (default "2 4"),
+#              TCCL_GPU_CTEST_REGEX (extra ctest -R filter), NCCL_HOME (real NCCL; default:
+#              the one inside the installed torch wheel).
+# Added in: stage 1 (tools/gpu).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu-out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+NP_LIST=${TCCL_GPU_NP:-"2 4"}
+STEPS=("$@")
+((${#STEPS[@]})) || STEPS=(build test ncclt bench)
+want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
+log() { echo "== $(date +%T) $*"; }
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+log "GPUs: $NGPU; steps: ${STEPS[*]}"
+nvidia-smi topo -m 2>/dev/null | head -8
+
+BUILD=$ROOT/build-gpu
+if want build; then
+  log "build"
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+    >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+  # -k 0: keep going, so one broken target does not stop the tests of the others.
+  cmake --build "$BUILD" -j"$(nproc)" -- -k 0 >"$OUT/build.log" 2>&1 || grep -E "error" "$OUT/build.log" | head -20
+  log "build done"
+fi
+
+if want test; then
+  # Device buffers only (host buffers are CI's job); the netns test needs privileges that a
+  # GPU machine may not grant, so it may skip.
+  for np in $NP_LIST; do
+    log "ctest on device buffers, np=$np"
+    labels=${TCCL_GPU_LABELS:-"stage1|stage2"}
+    [[ $np == 2 ]] || labels=${TCCL_GPU_LABELS_BIG:-$labels}
+    (cd "$BUILD" && TCCL_TEST_MEM=device ctest -R "np${np}\$${TCCL_GPU_CTEST_REGEX:+|$TCCL_GPU_CTEST_REGEX}" \
+      -L "$labels" -j4 --timeout 300 --output-on-failure >"$OUT/ctest-np$np.log" 2>&1)
+    tail -4 "$OUT/ctest-np$np.log"
+    grep -E "^\s+[0-9]+ - .*(Failed|Timeout|Exception)" "$OUT/ctest-np$np.log" | head -20
+    # Proof that the device path ran: count the test cases that passed on device buffers.
+    for t in s1_test_p2p_patterns s2_test_ring_sweep; do
+      n=$(TCCL_TEST_MEM=device timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$np" \
+          "$BUILD/tests/$t" 2>&1 | grep -cE "\[ +OK +\] .*_device")
+      echo "np=$np $t: $n test cases passed on device buffers"
+    done
+  done
+fi
+
+if want ncclt && [[ -d .nccl-tests ]]; then
+  NCCL_HOME=${NCCL_HOME:-$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null)}
+  log "nccl-tests: real NCCL at $NCCL_HOME; tccl shim from $BUILD"
+  NB=$ROOT/ncclt-build  # not under $OUT: only logs come back
+  bash tools/nccl-tests.sh --out "$NB" --nccl-home "$NCCL_HOME" --tccl-build "$BUILD" .nccl-tests \
+    >"$OUT/ncclt-build.log" 2>&1 || { tail -20 "$OUT/ncclt-build.log"; }
+  run_ncclt() {  # impl np test args...: one nccl-tests run, appended to ncclt-<impl>.log
+    local impl=$1 np=$2 t=$3; shift 3
+    local dir; dir=$([[ $impl == nccl ]] && echo real || echo tccl)
+    local exe=$NB/$dir/${t}_perf
+    [[ -x $exe ]] || { echo "missing $exe" | tee -a "$OUT/ncclt-$impl.log"; return; }
+    echo "=== $impl np=$np $t $*" >>"$OUT/ncclt-$impl.log"
+    timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
+      -x LD_LIBRARY_PATH="$NB/homes/$dir/lib:${LD_LIBRARY_PATH:-}" -x NCCL_NVLS_ENABLE=0 \
+      "$exe" -g 1 "$@" >>"$OUT/ncclt-$impl.log" 2>&1 || echo "exit $? ($impl $t np=$np)" >>"$OUT/ncclt-$impl.log"
+  }
+  COLLS="all_reduce all_gather reduce_scatter broadcast reduce sendrecv"
+  # Correctness: every data type and op (-d all -o all), checked (-c 1), small to 1 MiB.
+  for np in 2 3 4; do
+    for t in $COLLS; do run_ncclt tccl "$np" "$t" -b 8 -e 1M -f 32 -d all -o all -c 1 -w 1 -n 1; done
+  done
+  # Performance: float sum, 8 B to TCCL_NCCLT_MAX, tccl and NCCL side by side in this call.
+  for np in 2 4; do
+    tests=${TCCL_NCCLT_PERF:-"all_reduce all_gather reduce_scatter broadcast sendrecv"}
+    [[ $np == 2 ]] && tests=${TCCL_NCCLT_PERF2:-$tests}
+    for t in $tests; do
+      for impl in nccl tccl; do
+        run_ncclt "$impl" "$np" "$t" -b 8 -e "${TCCL_NCCLT_MAX:-128M}" -f 8 -c 1 -w 2 -n 5
+      done
+    done
+  done
+  echo "tccl nccl-tests: lines with #wrong != 0 (must be none):"
+  awk '/^===/{h=$0} /^ +[0-9]+ +[0-9]+ /{ if ($(NF) != 0 || $(NF-4) != 0) print h": "$0 }' "$OUT/ncclt-tccl.log" | head -20
+  grep -E "Out of bounds|exit |missing" "$OUT/ncclt-tccl.log" | sort | uniq -c | head -20
+fi
+
+if want bench; then
+  for np in $NP_LIST; do
+    perf=$(ls "$BUILD"/stage2-ring/bench/tccl_perf 2>/dev/null || true)
+    [[ -n $perf ]] || break
+    log "tccl_perf device np=$np"
+    for t in sendrecv allreduce allgather; do
+      timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
+        "$perf" -t "$t" -m device -b 1K -e 64M -f 8 -n 5 -w 2 2>&1 | tail -12 | tee -a "$OUT/bench.log"
+    done
+  done
+fi
+log "done"

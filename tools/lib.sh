@@ -1,0 +1,88 @@
+# tools/lib.sh: helpers shared by tools/demo and tools/test (sourced, not run).
+#
+# What it is: banners, the repository root, the list of stages with code, installing missing
+# Debian packages, and the mpirun flags this machine needs.
+# Invariants: sourcing it only defines functions and variables; nothing is installed or built
+# until a function is called. Package installs happen only for packages `dpkg -s` reports as
+# not installed, so a second run installs nothing.
+# Added in: foundation (tools/).
+
+# shellcheck shell=bash disable=SC2034  # the arrays are used by the scripts that source this
+TCCL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# The packages every build needs (compilers, CMake + Ninja, Open MPI, GoogleTest, tools the
+# tests use).
+TCCL_BUILD_PACKAGES=(build-essential cmake ninja-build openmpi-bin libopenmpi-dev libgtest-dev
+  libgmock-dev pkg-config iproute2 python3)
+# ... plus what tools/test needs: the docs toolchain and clang for the fuzzers.
+TCCL_TEST_PACKAGES=("${TCCL_BUILD_PACKAGES[@]}" doxygen graphviz mkdocs mkdocs-material clang)
+
+banner() {
+  local line="=================================================================================="
+  printf '\n%s\n== %s\n%s\n' "$line" "$*" "$line"
+}
+
+note() { printf '%s\n' "-- $*"; }
+
+# Runs a command as root: directly when we are root, else through sudo.
+as_root() {
+  if [[ $EUID -eq 0 ]]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    echo "error: need root (or sudo) to run: $*" >&2
+    return 1
+  fi
+}
+
+# ensure_packages PKG...: installs the packages `dpkg -s` does not report as installed.
+# TCCL_NO_INSTALL=1 skips installing (machines without apt, or without network). A failed
+# install is a warning: the tools may be present another way (the build then says what lacks).
+ensure_packages() {
+  if ! command -v dpkg >/dev/null 2>&1; then
+    note "no dpkg here: not checking packages ($*)"
+    return 0
+  fi
+  local missing=() pkg
+  for pkg in "$@"; do
+    if ! dpkg -s "$pkg" 2>/dev/null | grep -q '^Status: install ok installed'; then
+      missing+=("$pkg")
+    fi
+  done
+  if ((${#missing[@]} == 0)); then
+    note "all ${#} packages are installed"
+    return 0
+  fi
+  if [[ ${TCCL_NO_INSTALL:-0} == 1 ]]; then
+    note "TCCL_NO_INSTALL=1: not installing missing packages: ${missing[*]}"
+    return 0
+  fi
+  note "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! as_root apt-get update -q ||
+     ! as_root apt-get install -y -q "${missing[@]}"; then
+    echo "warning: could not install ${missing[*]}; continuing (later steps say what lacks)" >&2
+  fi
+}
+
+# Stages with code (a CMakeLists.txt), in chain order, as directory names.
+stages_with_code() {
+  local d
+  for d in "$TCCL_ROOT"/stage*-*/; do
+    d=${d%/}
+    if [[ -f $d/CMakeLists.txt ]]; then basename "$d"; fi
+  done | sort -V
+}
+
+latest_stage() { stages_with_code | tail -n 1; }
+
+# mpirun flags: Open MPI refuses root without --allow-run-as-root and more ranks than cores
+# without --oversubscribe; --bind-to none keeps 4 ranks on 2 cores from sharing one.
+mpirun_flags() {
+  local flags=(--oversubscribe --bind-to none)
+  [[ $EUID -eq 0 ]] && flags+=(--allow-run-as-root)
+  printf '%s\n' "${flags[@]}"
+}
+
+njobs() { nproc 2>/dev/null || echo 2; }

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# tools/sanitize.sh: builds the latest stage with sanitizers and runs its multi-rank tests.
+#
+# What it is: two instrumented builds of the newest stage in the chain (the highest stage<N>
+# named in the top-level CMakeLists.txt's TCCL_STAGES, so it follows new chapters by itself),
+# each configured standalone (`cmake -S <stage>`), without CUDA, and its tests run on host
+# buffers:
+#   asan   clang -fsanitize=address,undefined -fno-sanitize-recover=undefined: heap/stack
+#          overflows, use-after-free, undefined behaviour, and (LeakSanitizer, on by default in
+#          ASan) leaks at exit. Open MPI's own leaks are suppressed by tests/sanitizers/lsan.supp.
+#   tsan   clang -fsanitize=thread: data races between the executor, proxy and user threads.
+#          tests/sanitizers/tsan.supp holds the suppressions (see there for why each exists).
+# Only the latest stage: every earlier stage's code is in it (a chapter adds, it does not
+# remove), and the 2-core CI machine cannot afford one instrumented build per stage.
+#
+# Usage: tools/sanitize.sh [asan|tsan]...   (default: both)
+#        tools/sanitize.sh --list [asan|tsan] the tests that would run, without running them
+# Environment:
+#   TCCL_SANITIZE_BUILD_ROOT  where build-asan/ and build-tsan/ go (default: the repo root)
+#   TCCL_SANITIZE_STAGE       a stage directory to use instead of the latest (e.g. stage1-p2p)
+#   TCCL_SANITIZE_CXX / _CC   compilers (default clang++ / clang)
+#   TCCL_SANITIZE_TESTS       a ctest -R regex replacing the default selection below
+#   TCCL_CTEST_JOBS           ctest -j (default 2; MPI tests declare PROCESSORS, see tools/test)
+#
+# Invariants: a sanitizer report makes the test fail (halt_on_error / exitcode); the build is
+# incremental (a second run only rebuilds what changed); nothing outside the build dirs is
+# written. Findings in tccl code are fixed, never added to the suppression files.
+# Added in: reliability (tools/).
+set -euo pipefail
+# shellcheck source=tools/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$TCCL_ROOT"
+
+BUILD_ROOT=${TCCL_SANITIZE_BUILD_ROOT:-$TCCL_ROOT}
+CXX_BIN=${TCCL_SANITIZE_CXX:-clang++}
+CC_BIN=${TCCL_SANITIZE_CC:-clang}
+JOBS=${TCCL_CTEST_JOBS:-2}
+SUPP=$TCCL_ROOT/tests/sanitizers
+
+# The highest-numbered stage listed in TCCL_STAGES (not the highest directory with a
+# CMakeLists.txt: a chapter joins the chain by being listed there).
+latest_listed_stage() {
+  python3 - "$TCCL_ROOT/CMakeLists.txt" <<'EOF'
+import re, sys
+text = re.sub(r"#[^\n]*", "", open(sys.argv[1]).read())
+m = re.search(r"set\(\s*TCCL_STAGES\s+([^)]*)\)", text)
+if not m:
+    sys.exit("no set(TCCL_STAGES ...) in " + sys.argv[1])
+stages = [s for s in m.group(1).split() if re.match(r"stage\d+-", s)]
+if not stages:
+    sys.exit("TCCL_STAGES lists no stage<N>-<name> directory")
+print(max(stages, key=lambda s: int(re.match(r"stage(\d+)-", s).group(1))))
+EOF
+}
+
+STAGE=${TCCL_SANITIZE_STAGE:-$(latest_listed_stage)}
+STAGE_NUM=$(sed -E 's/^stage([0-9]+)-.*/\1/' <<<"$STAGE")
+[[ -f $STAGE/CMakeLists.txt ]] || { echo "error: $STAGE/CMakeLists.txt not found" >&2; exit 2; }
+
+# ---- which tests ----------------------------------------------------------------------------
+# The stage's own tests (label stage<N>), trimmed to fit the CI budget (about 8 minutes for both
+# builds on 2 cores; instrumented code runs 2-5x slower, TSan up to 15x):
+#  - rank counts 2 and 3 only: 2 is the smallest real exchange, 3 is the smallest ring where a
+#    rank's left and right neighbours differ; 1 has no traffic, 4 and 5 add time, not code paths.
+#  - *_large (64 Mi elements per buffer) are left out: they repeat the medium cases' code paths
+#    on buffers that, with ASan's shadow memory and a 4x slowdown, cost minutes and gigabytes.
+#  - the Medium sweep cases are filtered out with GTEST_FILTER (below): the small cases already
+#    cover every collective x type x op x place x root; the medium ones add loop counts.
+#  - p2p_netns needs root and network namespaces, and checks routing, not memory: skipped.
+#  - examples and benchmarks are not tests of the library's correctness.
+# Single-process tests of the stage (primitives, thread ranks, shim exports) always run.
+DEFAULT_TESTS="^s${STAGE_NUM}_((p2p_patterns|p2p_group|p2p_errors|ring_sweep|ring_group|ring_errors|ring_redop|shim|errors)\\.np[23]|test_primitives|p2p_threads|p2p_peer_death|errors_fork)\$"
+TESTS=${TCCL_SANITIZE_TESTS:-$DEFAULT_TESTS}
+# Excluded per sanitizer (a ctest -E regex); each entry says why.
+declare -A EXCLUDE=(
+  # (none yet: p2p_peer_death forks a child that is killed; it runs fine under both)
+  [asan]='^$'
+  [tsan]='^$'
+)
+# GoogleTest reads GTEST_FILTER from the environment; mpirun passes it on to the ranks.
+GTEST_EXCLUDE='-*.Medium/*'
+
+sanitizer_flags() {
+  case $1 in
+    # -fno-sanitize=enum: tccl.h is a C API, and a C caller may pass any int as a
+    # tcclDataType_t or tcclRedOp_t; the library must reject such values (the error tests pass
+    # 42 and -1 on purpose). Loading an out-of-range enum is undefined only in C++, and neither
+    # compiler exploits it without -fstrict-enums, so this check would flag the tests of the
+    # API contract rather than a bug. Every other UBSan check stays on and fatal.
+    asan) echo "-fsanitize=address,undefined -fno-sanitize=enum -fno-sanitize-recover=undefined -fno-omit-frame-pointer" ;;
+    tsan) echo "-fsanitize=thread -fno-omit-frame-pointer" ;;
+    *) echo "unknown sanitizer $1" >&2; return 2 ;;
+  esac
+}
+
+# The runtime options. Each sanitizer exits with a distinct code so a report is never
+# mistaken for a test failure (or hidden by one):
+#   ASan 23, UBSan (halts on the first report) 24, LSan 23 (it reports through ASan), TSan 66.
+sanitizer_env() {
+  case $1 in
+    asan)
+      # fast_unwind_on_malloc=0: Open MPI is built without frame pointers, so the fast
+      # unwinder stops at its first frame and a leak inside it shows only "<unknown module>"
+      # (its MCA components are dlclose()d by MPI_Finalize); the slow unwinder reaches the
+      # libmpi / libopen-rte frames that lsan.supp names.
+      echo "ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=23:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:fast_unwind_on_malloc=0"
+      echo "LSAN_OPTIONS=suppressions=$SUPP/lsan.supp:print_suppressions=0:exitcode=23"
+      echo "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=24"
+      ;;
+    tsan)
+      echo "TSAN_OPTIONS=suppressions=$SUPP/tsan.supp:halt_on_error=1:exitcode=66:second_deadlock_stack=1:print_suppressions=0"
+      ;;
+  esac
+}
+
+build_dir() { echo "$BUILD_ROOT/build-$1"; }
+
+configure_build() {
+  local san=$1 dir flags
+  dir=$(build_dir "$san")
+  flags=$(sanitizer_flags "$san")
+  local gen=()
+  [[ -f $dir/CMakeCache.txt ]] || gen=(-G Ninja)
+  # -O1: the sanitizers' recommended level (fast enough, stacks still readable); line tables
+  # only (reports keep file:line, compiling is ~25% faster than with full -g). CUDA off: no
+  # GPU in CI, and nvcc does not take these flags.
+  cmake -S "$STAGE" -B "$dir" "${gen[@]}" \
+    -DCMAKE_C_COMPILER="$CC_BIN" -DCMAKE_CXX_COMPILER="$CXX_BIN" \
+    -DTCCL_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+    -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags"
+  # Only the programs the selected tests run (and what they link): the large tests, examples
+  # and benchmarks would double the compile time on 2 cores for nothing run here.
+  local targets
+  mapfile -t targets < <(selected_programs "$san")
+  note "$san: building ${#targets[@]} test programs: ${targets[*]:-all}"
+  cmake --build "$dir" -j"$(njobs)" ${targets[@]:+--target "${targets[@]}"}
+}
+
+# The target names of the programs the selected tests run: every command argument that is a
+# path inside the build tree (a target's file is named after the target). A test whose program
+# is not built yet has no command in ctest's listing; its target is then found by name (the
+# test "s2_p2p_threads" runs the target "s2_test_p2p_threads" or one named like the test).
+# Prints nothing (build everything) when a program cannot be placed.
+selected_programs() {
+  local dir
+  dir=$(build_dir "$1")
+  ctest --test-dir "$dir" --show-only=json-v1 -L "stage$STAGE_NUM" -R "$TESTS" -E "${EXCLUDE[$1]}" |
+    python3 -c '
+import json, os, re, subprocess, sys
+build = os.path.realpath(sys.argv[1])
+try:
+    out = subprocess.run(["ninja", "-C", build, "-t", "targets", "all"], capture_output=True,
+                         text=True, check=True).stdout
+    known = {line.split(":")[0] for line in out.splitlines()}
+except (OSError, subprocess.CalledProcessError):
+    sys.exit(0)
+names = set()
+for t in json.load(sys.stdin).get("tests", []):
+    cmd = t.get("command")
+    if cmd:
+        for arg in cmd:
+            if "=" not in arg and os.path.realpath(arg).startswith(build + os.sep):
+                names.add(os.path.basename(arg))
+        continue
+    guesses = [t["name"], re.sub(r"^(s[0-9]+_)", r"\1test_", t["name"])]
+    found = [g for g in guesses if g in known]
+    if not found:
+        sys.exit(0)
+    names.add(found[0])
+print("\n".join(sorted(names)))
+' "$dir"
+}
+
+run_tests() {
+  local san=$1 dir env=()
+  dir=$(build_dir "$san")
+  mapfile -t env < <(sanitizer_env "$san")
+  note "$san: $STAGE, tests matching $TESTS (excluding ${EXCLUDE[$san]}), GTEST_FILTER=$GTEST_EXCLUDE"
+  # ctest's environment reaches every rank: Open MPI starts local ranks with mpirun's own.
+  env "${env[@]}" GTEST_FILTER="$GTEST_EXCLUDE" \
+    ctest --test-dir "$dir" --output-on-failure --no-tests=error -j"$JOBS" \
+      -L "stage$STAGE_NUM" -R "$TESTS" -E "${EXCLUDE[$san]}"
+}
+
+list_tests() {
+  local san=$1
+  ctest --test-dir "$(build_dir "$san")" -N -L "stage$STAGE_NUM" -R "$TESTS" -E "${EXCLUDE[$san]}"
+}
+
+# ---- main ---------------------------------------------------------------------------------
+LIST=0
+WHICH=()
+for arg in "$@"; do
+  case $arg in
+    --list) LIST=1 ;;
+    asan | tsan) WHICH+=("$arg") ;;
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    *) echo "unknown argument: $arg (asan, tsan, --list)" >&2; exit 2 ;;
+  esac
+done
+((${#WHICH[@]})) || WHICH=(asan tsan)
+command -v "$CXX_BIN" >/dev/null || { echo "error: $CXX_BIN not found (apt-get install clang)" >&2; exit 2; }
+
+rc=0
+for san in "${WHICH[@]}"; do
+  if ((LIST)); then list_tests "$san"; continue; fi
+  banner "sanitize $san: $STAGE -> $(build_dir "$san")"
+  t0=$SECONDS
+  configure_build "$san"
+  t1=$SECONDS
+  run_tests "$san" || rc=1
+  note "$san: build $((t1 - t0)) s, tests $((SECONDS - t1)) s"
+done
+exit $rc
