@@ -57,8 +57,9 @@ void tcclComm::setError(tcclResult_t err) {
   if (asyncError.compare_exchange_strong(expected, err)) {
     TCCL_WARN("communicator failed (%s): aborting its operations", tcclGetErrorString(err));
   }
-  // Raise the flag every executor's spin loop checks. Only ever 0 -> 1.
-  *abortFlag = 1;
+  // Raise the flag every executor's spin loop checks. Only ever 0 -> 1. Release: the error
+  // recorded above is visible to whoever sees the flag.
+  __atomic_store_n(abortFlag, 1u, __ATOMIC_RELEASE);
   progress.notify();  // host executors asleep on the signal look at the flag
 }
 
@@ -72,7 +73,9 @@ tcclResult_t tcclComm::checkAsyncError() {
       }
     }
   }
-  if (err == tcclSuccess && *abortFlag) err = tcclRemoteError;  // aborted by tcclCommAbort
+  if (err == tcclSuccess && __atomic_load_n(abortFlag, __ATOMIC_ACQUIRE)) {
+    err = tcclRemoteError;  // aborted by tcclCommAbort
+  }
   if (err != tcclSuccess) {
     TCCL_WARN("communicator is in error state (%s)", tcclGetErrorString(tcclResult_t(err)));
   }
@@ -101,7 +104,10 @@ static void drainSendFifos(tcclComm* comm) {
     if (!c->isSend || !c->connected || !c->transportComm->needsProxy()) continue;
     ConnFifo* fifo = c->conn->fifo;
     while (loadAcquire(&fifo->head) < loadAcquire(&fifo->tail)) {
-      if (comm->asyncError.load() != tcclSuccess || *comm->abortFlag) return;
+      if (comm->asyncError.load() != tcclSuccess ||
+          __atomic_load_n(comm->abortFlag, __ATOMIC_ACQUIRE)) {
+        return;
+      }
       if (Clock::now() > deadline) {
         TCCL_WARN("destroy: data for rank %d never left (the peer stopped reading)", c->peer);
         return;
@@ -196,7 +202,8 @@ tcclResult_t commFree(tcclComm* comm, bool abort) {
     std::lock_guard<std::mutex> lock(registryMutex);
     registry.erase(comm);
   }
-  if (abort && comm->abortFlag) *comm->abortFlag = 1;  // running kernels and workers bail out
+  // Running kernels and workers bail out.
+  if (abort && comm->abortFlag) __atomic_store_n(comm->abortFlag, 1u, __ATOMIC_RELEASE);
   // Kernels read the FIFOs and flags: they must be done before anything is freed.
   if (comm->haveLaunched) eventSynchronize(comm->lastLaunch);
   if (comm->proxy && !abort) drainSendFifos(comm);

@@ -59,7 +59,8 @@ struct HostBackend {
   bool waitAtLeast(const uint64_t* counter, uint64_t value, const uint32_t* closed) const {
     for (int spin = 0;; spin++) {
       if (loadAcquire(counter) >= value) return true;
-      if (*abortFlag != 0) return false;
+      // Atomic: the flag is raised by another thread (the proxy, tcclCommAbort).
+      if (__atomic_load_n(abortFlag, __ATOMIC_ACQUIRE) != 0) return false;
       if (__atomic_load_n(closed, __ATOMIC_ACQUIRE) != 0) {
         // The proxy sets closed after its last counter store: one more look, then give up.
         return loadAcquire(counter) >= value;

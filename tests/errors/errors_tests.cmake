@@ -5,6 +5,7 @@
 # errors_fork       (no MPI) misuses that need fresh processes: TCCL_BUFFSIZE differing
 #                   between ranks, a rank that never arrives, nobody at the root address. A
 #                   plain GoogleTest program (gtest_main): its ranks are forked children.
+#                   Also an invalid TCCL_BUFFSIZE (a knob read once per process).
 # Every row of docs/errors.md names the test that backs it.
 #
 # Added in: reliability (tests/errors).

@@ -172,7 +172,9 @@ TEST(PrimitivesErrors, AbortReleasesAWaitingReceiver) {
   std::vector<int64_t> out(4);
   std::thread aborter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    abortFlag = 1;  // nothing will ever be sent: only the abort can release the receiver
+    // Nothing will ever be sent: only the abort can release the receiver. Atomic, as the
+    // library raises it (another thread reads it).
+    __atomic_store_n(&abortFlag, 1u, __ATOMIC_RELEASE);
     signal.notify();
   });
   HostBackend be{&abortFlag, &signal, &noKick};
