@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# tools/sanitize.sh: builds the latest stage with sanitizers and runs its multi-rank tests.
+# tools/sanitize.sh: builds the latest stage with sanitizers and runs its tests.
 #
 # What it is: two instrumented builds of the newest stage in the chain (the highest stage<N>
 # named in the top-level CMakeLists.txt's TCCL_STAGES, so it follows new chapters by itself),
 # each configured standalone (`cmake -S <stage>`), without CUDA, and its tests run on host
 # buffers:
-#   asan   clang -fsanitize=address,undefined -fno-sanitize-recover=undefined: heap/stack
-#          overflows, use-after-free, undefined behaviour, and (LeakSanitizer, on by default in
-#          ASan) leaks at exit. Open MPI's own leaks are suppressed by tests/sanitizers/lsan.supp.
+#   asan   clang -fsanitize=address,undefined (all UBSan checks fatal, but enum: see below):
+#          heap/stack overflows, use-after-free, undefined behaviour, and (LeakSanitizer, on
+#          by default in ASan) leaks at exit. Open MPI's own leaks are suppressed by
+#          tests/sanitizers/lsan.supp.
 #   tsan   clang -fsanitize=thread: data races between the executor, proxy and user threads.
-#          tests/sanitizers/tsan.supp holds the suppressions (see there for why each exists).
+#          tests/sanitizers/tsan.supp is for races in code that is not ours (none today).
 # Only the latest stage: every earlier stage's code is in it (a chapter adds, it does not
 # remove), and the 2-core CI machine cannot afford one instrumented build per stage.
 #
@@ -19,7 +20,8 @@
 #   TCCL_SANITIZE_BUILD_ROOT  where build-asan/ and build-tsan/ go (default: the repo root)
 #   TCCL_SANITIZE_STAGE       a stage directory to use instead of the latest (e.g. stage1-p2p)
 #   TCCL_SANITIZE_CXX / _CC   compilers (default clang++ / clang)
-#   TCCL_SANITIZE_TESTS       a ctest -R regex replacing the default selection below
+#   TCCL_SANITIZE_TESTS       a ctest -R regex replacing the default "^s<N>_" (the exclusions
+#                             below still apply)
 #   TCCL_CTEST_JOBS           ctest -j (default 2; MPI tests declare PROCESSORS, see tools/test)
 #
 # Invariants: a sanitizer report makes the test fail (halt_on_error / exitcode); the build is
