@@ -113,7 +113,14 @@ TCCL_HOST_DEVICE inline void storeRelease(uint64_t* p, uint64_t v) {
 #endif
 }
 
-TCCL_HOST_DEVICE inline uint32_t loadRelaxed32(const volatile uint32_t* p) { return *p; }
+/// A flag another agent raises (closed, abort): acquire on the host, a volatile read on the GPU.
+TCCL_HOST_DEVICE inline uint32_t loadFlag(const uint32_t* p) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const volatile uint32_t*>(p);
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
 
 }  // namespace tccl
 

@@ -105,7 +105,7 @@ class Primitives {
         if (directRecv) landed = offerRecvBuffer(slot, dst + off, m);
         // Protocol step 1 (consumer): wait until the producer has published this step.
         if (!be_.waitAtLeast(&recv_->fifo->tail, recvStep_ + 1, &recv_->fifo->closed)) {
-          return fail(recv_->fifo->closed ? kWorkPeerClosed : kWorkAborted);
+          return fail(loadFlag(&recv_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
         }
         // The size was written before tail (release) and tail was read with acquire: it is
         // the producer's value for this step.
@@ -118,7 +118,7 @@ class Primitives {
         // which would wrap below zero on the first kNSteps steps.)
         if (sendStep_ + 1 > uint64_t(kNSteps) &&
             !be_.waitAtLeast(&send_->fifo->head, sendStep_ + 1 - kNSteps, &send_->fifo->closed)) {
-          return fail(send_->fifo->closed ? kWorkPeerClosed : kWorkAborted);
+          return fail(loadFlag(&send_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
         }
         const int slot = int(sendStep_ % kNSteps);
         sendSlot = reinterpret_cast<T*>(send_->buff + slot * send_->stepBytes);
@@ -144,7 +144,7 @@ class Primitives {
     // A direct send lent the proxy pointers into src: return only once it has sent them all.
     if (directSend && sendStep_ > 0 &&
         !be_.waitAtLeast(&send_->fifo->head, sendStep_, &send_->fifo->closed)) {
-      return fail(send_->fifo->closed ? kWorkPeerClosed : kWorkAborted);
+      return fail(loadFlag(&send_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
     }
     return true;
   }
