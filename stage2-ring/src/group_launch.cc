@@ -24,6 +24,7 @@
  */
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "comm.h"
 #include "executor.h"
@@ -182,9 +183,12 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
     TCCL_CHECK(planRing(comm, plans[i]));
     TCCL_CHECK(planP2p(comm, plans[i]));
     PendingConnects pc{comm, {}};
+    // Phases may share connectors (a collective's ring and a send to the same neighbour use
+    // the same (peer, channel, direction)): connect each one once.
+    std::set<Connector*> seen;
     for (Phase& phase : plans[i].phases) {
       for (auto& [index, c] : phase.itemConns) {
-        if (c != nullptr && !c->connected) pc.conns.push_back(c);
+        if (c != nullptr && !c->connected && seen.insert(c).second) pc.conns.push_back(c);
       }
     }
     if (!pc.conns.empty()) pending.push_back(std::move(pc));

@@ -180,6 +180,40 @@ TEST_P(GroupTest, CollectivesAndSendRecvInOneGroup) {
   EXPECT_TRUE(recvBuf.guardsIntact(v, &why)) << why;
 }
 
+// Regression (found by the soak test): on a fresh communicator, a collective and a send/recv to
+// the ring neighbours in one group are the first use of the SAME connectors (ring channel 0 and
+// p2p share (peer, channel 0, direction)). Each must be connected once: connecting one twice
+// replaced its listener and the peer's connect was refused.
+TEST_P(GroupTest, FirstUseOfConnectorsSharedByRingAndP2p) {
+  tcclComm_t fresh = nullptr;
+  ASSERT_EQ(initWorldComm(&fresh), tcclSuccess) << tcclGetLastError(nullptr);
+  const int next = (rank_ + 1) % n_, prev = (rank_ + n_ - 1) % n_;
+  const size_t count = 64, pcount = 16;
+  std::vector<int32_t> in(count), sum(count, -1), mine(pcount), from(pcount, -1);
+  for (size_t i = 0; i < count; i++) in[i] = int32_t(rank_ + i);
+  for (size_t i = 0; i < pcount; i++) mine[i] = int32_t(1000 * rank_ + i);
+  Buffer inB(count * 4, GetParam()), sumB(count * 4, GetParam()), mineB(pcount * 4, GetParam()),
+      fromB(pcount * 4, GetParam());
+  inB.upload(in.data(), count * 4);
+  mineB.upload(mine.data(), pcount * 4);
+  ASSERT_EQ(tcclGroupStart(), tcclSuccess);
+  EXPECT_EQ(tcclAllReduce(inB.data(), sumB.data(), count, tcclInt32, tcclSum, fresh, nullptr),
+            tcclSuccess);
+  EXPECT_EQ(tcclSend(mineB.data(), pcount, tcclInt32, next, fresh, nullptr), tcclSuccess);
+  EXPECT_EQ(tcclRecv(fromB.data(), pcount, tcclInt32, prev, fresh, nullptr), tcclSuccess);
+  EXPECT_EQ(tcclGroupEnd(), tcclSuccess) << tcclGetLastError(fresh);
+  deviceSync();
+  sumB.download(sum.data(), count * 4);
+  fromB.download(from.data(), pcount * 4);
+  for (size_t i = 0; i < count; i++) {
+    ASSERT_EQ(sum[i], int32_t(n_ * (n_ - 1) / 2 + n_ * int(i))) << "allreduce element " << i;
+  }
+  for (size_t i = 0; i < pcount; i++) {
+    ASSERT_EQ(from[i], int32_t(1000 * prev + int(i))) << "message element " << i;
+  }
+  EXPECT_EQ(tcclCommDestroy(fresh), tcclSuccess);
+}
+
 TEST_P(GroupTest, ManyCollectivesBackToBack) {
   // 40 collectives, issued one after the other with no synchronization in between (device
   // buffers: all queued on the stream), then checked together.
