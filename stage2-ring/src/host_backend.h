@@ -61,7 +61,7 @@ struct HostBackend {
       if (loadAcquire(counter) >= value) return true;
       // Atomic: the flag is raised by another thread (the proxy, tcclCommAbort).
       if (__atomic_load_n(abortFlag, __ATOMIC_ACQUIRE) != 0) return false;
-      if (__atomic_load_n(closed, __ATOMIC_ACQUIRE) != 0) {
+      if (loadFlag(closed) != 0) {
         // The proxy sets closed after its last counter store: one more look, then give up.
         return loadAcquire(counter) >= value;
       }
