@@ -6,6 +6,7 @@
 #include "proxy.h"
 
 #include <poll.h>
+#include <chrono>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -28,7 +29,12 @@ tcclResult_t Proxy::start() {
 void Proxy::stop() {
   if (!thread_.joinable()) return;
   stop_.store(true);
-  kick();
+  kick();  // if it sleeps in poll()
+  {
+    // If it is parked: taking mutex_ orders our stop_ store before its predicate check.
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  parkCv_.notify_all();
   thread_.join();
   close(eventFd_);
   eventFd_ = -1;
@@ -62,6 +68,57 @@ bool Proxy::tryProgress() {
   return did;
 }
 
+void Proxy::waitForProgress(ProgressSignal& signal, uint32_t seen, long timeoutUs) {
+  std::unique_lock<std::mutex> lock(progressMutex_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    // Another thread is the engine; it notifies the signal whenever anything moves.
+    signal.wait(seen, timeoutUs);
+    return;
+  }
+  // We are the engine: sleep where the bytes arrive, then move them ourselves.
+  sleep(int((timeoutUs + 999) / 1000));
+  bool did = progressOnce();
+  lock.unlock();
+  // Wake the other waiters: what moved may be theirs, and one of them must become the engine
+  // if our own wait is now over.
+  if (did) comm_->progress.notify();
+}
+
+void Proxy::hostBatchBegin() {
+  hostBatches_.fetch_add(1);
+  kick();  // a proxy thread asleep in poll() holds the engine role: wake it so it parks
+}
+
+void Proxy::hostBatchEnd() {
+  if (hostBatches_.fetch_sub(1) != 1) return;
+  // Wake the parked thread only if a send FIFO still holds published steps (a collective's
+  // last sends may outlive its items); otherwise it resumes within one park period anyway, and
+  // not waking it spares a thread hand-off on every call of a back-to-back loop.
+  bool pending = false;
+  {
+    std::lock_guard<std::mutex> lock(progressMutex_);
+    for (const Connector* c : conns_) {
+      const ConnFifo* f = c->conn->fifo;
+      if (c->isSend && loadAcquire(&f->tail) > loadAcquire(&f->head)) pending = true;
+    }
+  }
+  if (!pending) return;
+  {
+    // Taking mutex_ orders our decrement before the parked thread's predicate check, so the
+    // notify cannot fall between its check and its wait.
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  parkCv_.notify_all();
+}
+
+void Proxy::parkWhileHostRuns() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Bounded, so that a connector no executor is looking at (a peer failing on a connection
+  // this batch does not use) is still noticed within a few milliseconds.
+  parkCv_.wait_for(lock, std::chrono::milliseconds(10),
+                   [this] { return stop_.load() || hostBatches_.load() == 0; });
+}
+
 bool Proxy::progressOnce() {
   if (havePending_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -81,22 +138,21 @@ bool Proxy::progressOnce() {
   return didWork;
 }
 
-void Proxy::sleep() {
+void Proxy::sleep(int timeoutMs) {
+  // Called by the engine, with progressMutex_ held: the connectors' state is ours to read,
+  // and nobody else sleeps on the eventfd, so sleeping_ and kicked_ have one owner.
   std::vector<pollfd> fds;
   fds.push_back({eventFd_, POLLIN, 0});
-  {
-    std::lock_guard<std::mutex> lock(progressMutex_);
-    for (Connector* c : conns_) {
-      short events = 0;
-      int fd = c->transportComm->pollFd(*c, &events);
-      if (fd >= 0) fds.push_back({fd, events, 0});
-    }
+  for (Connector* c : conns_) {
+    short events = 0;
+    int fd = c->transportComm->pollFd(*c, &events);
+    if (fd >= 0) fds.push_back({fd, events, 0});
   }
   sleeping_.store(true);
   if (!kicked_.load() && !stop_.load()) {
-    // 100 ms cap: a counter moved by someone who cannot kick (never in stage 1 outside GPU
-    // ops, which keep us awake) is still noticed.
-    poll(fds.data(), fds.size(), 100);
+    // The cap: a counter moved by someone who cannot kick (never in stage 1 outside GPU ops,
+    // which keep the proxy thread awake) is still noticed.
+    poll(fds.data(), fds.size(), timeoutMs);
   }
   sleeping_.store(false);
   kicked_.store(false);
@@ -110,6 +166,14 @@ void Proxy::loop() {
   TCCL_INFO(kProxy, "proxy thread started");
   int idle = 0;
   while (!stop_.load()) {
+    if (hostBatches_.load() > 0 && comm_->gpuOpsInFlight.load(std::memory_order_acquire) == 0) {
+      // Host executors are running: they are the engine (see proxy.h). Stay out of their way,
+      // and wake any of them that found us holding the role and went to sleep on the signal.
+      comm_->progress.notify();
+      parkWhileHostRuns();
+      idle = 0;
+      continue;
+    }
     bool did;
     {
       std::lock_guard<std::mutex> lock(progressMutex_);
@@ -132,7 +196,11 @@ void Proxy::loop() {
       cpuRelax();
       continue;
     }
-    sleep();
+    {
+      std::lock_guard<std::mutex> lock(progressMutex_);
+      // 100 ms: see sleep(). A host batch starting kicks us out of it at once.
+      sleep(100);
+    }
     idle = 0;
   }
   TCCL_INFO(kProxy, "proxy thread stopped");

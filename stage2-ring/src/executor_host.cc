@@ -22,15 +22,19 @@ WorkerPool::~WorkerPool() {
 }
 
 void WorkerPool::start(int n, std::function<void(int)> fn) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  while (int(threads_.size()) < n) {
-    int index = int(threads_.size());
-    threads_.emplace_back([this, index] { workerLoop(index); });
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (int(threads_.size()) < n) {
+      int index = int(threads_.size());
+      threads_.emplace_back([this, index] { workerLoop(index); });
+    }
+    fn_ = std::move(fn);
+    active_ = n;
+    remaining_ = n;
+    generation_++;
   }
-  fn_ = std::move(fn);
-  active_ = n;
-  remaining_ = n;
-  generation_++;
+  // Notified after unlocking: a worker woken while we still held the mutex would only go
+  // back to sleep on it (two context switches instead of one on a busy core).
   cv_.notify_all();
 }
 
@@ -52,7 +56,11 @@ void WorkerPool::workerLoop(int index) {
     lock.unlock();
     fn(index);
     lock.lock();
-    if (--remaining_ == 0) doneCv_.notify_all();
+    if (--remaining_ == 0) {
+      lock.unlock();  // as in start(): the waiter should not wake into a held mutex
+      doneCv_.notify_all();
+      lock.lock();
+    }
   }
 }
 
@@ -75,6 +83,11 @@ HostBackend hostBackend(tcclComm* comm) {
 tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<uint32_t>* status,
                             bool callerRunsFirst) {
   status->assign(batch.nItems, kWorkOk);
+  if (batch.nItems == 0) return tcclSuccess;
+  // Receives are posted before any item waits for a thread (MPI's pre-posted receives).
+  for (int i = 0; i < batch.nItems; i++) prepostP2pRecv(batch, batch.items[i]);
+  // From here until finishHostBatch our items are the progress engine (proxy.h).
+  if (comm->proxy) comm->proxy->hostBatchBegin();
   const int first = callerRunsFirst ? 1 : 0;  // items the pool runs: [first, nItems)
   if (batch.nItems - first <= 0) return tcclSuccess;
   if (!comm->workers) comm->workers = std::make_unique<WorkerPool>(comm->rank);
@@ -94,6 +107,7 @@ tcclResult_t finishHostBatch(tcclComm* comm, const WorkBatch& batch,
     status[0] = runWorkItem(be, batch, 0);
   }
   if (batch.nItems > (callerRunsFirst ? 1 : 0)) comm->workers->wait();
+  if (comm->proxy) comm->proxy->hostBatchEnd();  // what is left in the FIFOs is the proxy's
   tcclResult_t res = tcclSuccess;
   for (int i = 0; i < batch.nItems; i++) {
     if (status[i] != kWorkOk && res == tcclSuccess) res = workStatusResult(status[i], batch.items[i]);

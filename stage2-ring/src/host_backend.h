@@ -4,9 +4,10 @@
  * What it is: the CPU half of the executor contract (device/device_backend.cuh is the other).
  * One host worker thread runs one WorkItem, so the "block" is one thread: sync() is empty and
  * the thread is always the leader. Posting stores the counter, then runs the proxy's progress
- * right here (the bytes just posted usually leave without any thread hand-off) and kicks the
- * proxy thread for whatever is left. Waiting drives progress too, then spins briefly, then
- * sleeps on the communicator's ProgressSignal.
+ * right here (the bytes just posted usually leave without any thread hand-off) and kicks
+ * whoever sleeps in the proxy's poll() for whatever is left. Waiting drives progress too, then
+ * spins briefly, then sleeps: in the proxy's poll() if no other thread is in it (the waiter
+ * becomes the progress engine), else on the communicator's ProgressSignal.
  *
  * Invariants: waitAtLeast returns only when the counter has reached the value (acquire) or the
  * abort flag is raised; post makes the slot visible before the counter (release).
@@ -42,6 +43,11 @@ class Kickable {
   /// right now. Returns true when anything moved. (An MPI-style progress engine: the thread
   /// that waits drives progress itself instead of waking another thread to do it.)
   virtual bool tryProgress() { return false; }
+  /// Sleeps until progress may have happened (the signal moved past `seen`) or `timeoutUs`
+  /// passes. The proxy overrides it so that one waiter sleeps where the bytes arrive.
+  virtual void waitForProgress(ProgressSignal& signal, uint32_t seen, long timeoutUs) {
+    signal.wait(seen, timeoutUs);
+  }
 };
 
 struct HostBackend {
@@ -75,9 +81,11 @@ struct HostBackend {
       }
       // Sample, re-check, sleep: see ProgressSignal for why no wake-up is lost. The 1 ms cap
       // bounds the delay when the counter is moved by someone who does not notify (a GPU).
+      // One waiter sleeps in the proxy's poll() instead (Proxy::waitForProgress): it wakes
+      // when the bytes arrive and moves them itself, with no thread hand-off.
       uint32_t seen = progress->seq();
       if (loadAcquire(counter) >= value) return true;
-      progress->wait(seen, 1000);
+      proxy->waitForProgress(*progress, seen, 1000);
     }
   }
 

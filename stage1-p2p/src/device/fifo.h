@@ -26,8 +26,10 @@
  * send from, and the consumer may offer a user buffer (ptrs[slot], ptrSizes[slot]) for the
  * proxy to receive into. Which of the two -- the consumer offering or the proxy staging --
  * decides a receive step is settled by one compare-and-swap on claims[slot], whose value is
- * (step << 2) | who, so the two can never both think they own it. That saves the two memcpys
- * a staged step costs, which is what lets host-memory sends match MPI over TCP.
+ * (step << 2) | who, so the two can never both think they own it. The consumer offers every
+ * step of a receive that fits in the FIFO up front (a pre-posted receive, in MPI's words), so
+ * the proxy finds the offer even when the consumer's thread is slow to come back. That saves
+ * the two memcpys a staged step costs, which is what lets host-memory sends match MPI over TCP.
  *
  * NCCL counterpart: src/include/device.h (ncclConnInfo, NCCL_STEPS, connFifo sizes) and the
  * waitPeer/postPeer logic of src/device/prims_simple.h.
@@ -121,6 +123,27 @@ TCCL_HOST_DEVICE inline uint32_t loadFlag(const uint32_t* p) {
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 #endif
 }
+
+#if !defined(__CUDA_ARCH__)
+/// Direct receive, consumer side (host only: kernels never use direct mode): offer `dst`
+/// (`bytes` long) for the bytes of `step`, which must not be consumed yet and must be below
+/// head + kNSteps, so that its slot's previous step is done with. Returns true when the step
+/// will land in dst (this offer won, or an earlier offer of the same step did), false when the
+/// proxy had already claimed it for the staging slot (the consumer then copies from the slot).
+inline bool offerRecvStep(ConnFifo* f, uint64_t step, char* dst, int64_t bytes) {
+  const int slot = int(step % kNSteps);
+  uint64_t seen = __atomic_load_n(&f->claims[slot], __ATOMIC_ACQUIRE);
+  if (seen == claimValue(step, kClaimByConsumer)) return true;  // pre-posted at launch
+  if ((seen >> 2) == step) return false;                        // the proxy was first
+  // Nobody reads ptrs/ptrSizes of this step before it is claimed for us, below.
+  f->ptrs[slot] = dst;
+  f->ptrSizes[slot] = bytes;
+  // Release: ptrs/ptrSizes are visible to the proxy once it sees our claim. A failed CAS means
+  // the proxy claimed the step just now: it stages, and never looks at ptrs.
+  return __atomic_compare_exchange_n(&f->claims[slot], &seen, claimValue(step, kClaimByConsumer),
+                                     false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+#endif
 
 }  // namespace tccl
 

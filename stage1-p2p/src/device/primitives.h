@@ -20,6 +20,10 @@
  * thread) and on the GPU (one thread block): the Backend supplies waiting, posting and the
  * reduceCopy loop (host_backend.h, device_backend.cuh).
  *
+ * On the host, over a transport with a proxy, steps go direct where they can (fifo.h): a plain
+ * send lends src to the proxy, a call with a dst and a send lends dst once the step's result is
+ * written there (one write instead of two), and a plain receive pre-posts dst.
+ *
  * Invariants: matching calls on the two ends of a connection move the same element counts, so
  * both cut the same steps; after the first failure (abort, size mismatch) every later call
  * returns false at once, and finish() still writes the step counters back.
@@ -95,6 +99,14 @@ class Primitives {
     const bool directSend = Backend::kDirect && Fn::kPlain && doSend && !doRecv && src && !dst &&
                             send_->direct;
     const bool directRecv = Backend::kDirect && doRecv && !doSend && !src && dst && recv_->direct;
+    // The step's result is written to dst anyway and is also what goes to the next rank: lend
+    // dst to the proxy instead of writing the same bytes a second time into the send slot.
+    const bool sendFromDst = Backend::kDirect && doSend && dst && send_->direct;
+    // Direct receive: steps [recvStep_, offerStep) have been offered, up to offerOff elements
+    // of dst; bit (step % kNSteps) of won says the offer of that step won.
+    uint64_t offerStep = recvStep_;
+    size_t offerOff = 0;
+    uint32_t won = 0;
     for (size_t off = 0; off < n; off += stepElems) {
       const size_t m = (n - off < stepElems) ? n - off : stepElems;
       const T* recvSlot = nullptr;
@@ -102,7 +114,18 @@ class Primitives {
       bool landed = false;  // a direct receive: the proxy wrote straight into dst
       if (doRecv) {
         const int slot = int(recvStep_ % kNSteps);
-        if (directRecv) landed = offerRecvBuffer(slot, dst + off, m);
+        if (directRecv) {
+          // Pre-post receives, as MPI does: offer every step of this call that fits in the
+          // FIFO (the slots of steps below recvStep_ + kNSteps are all consumed), so bytes
+          // that arrive while this thread is away still land in dst instead of a slot.
+          for (; offerStep < recvStep_ + kNSteps && offerOff < n; offerStep++) {
+            const size_t mm = (n - offerOff < stepElems) ? n - offerOff : stepElems;
+            const uint32_t bit = 1u << (offerStep % kNSteps);
+            won = offerRecvBuffer(offerStep, dst + offerOff, mm) ? (won | bit) : (won & ~bit);
+            offerOff += mm;
+          }
+          landed = (won >> slot) & 1u;
+        }
         // Protocol step 1 (consumer): wait until the producer has published this step.
         if (!be_.waitAtLeast(&recv_->fifo->tail, recvStep_ + 1, &recv_->fifo->closed)) {
           return fail(loadFlag(&recv_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
@@ -123,7 +146,9 @@ class Primitives {
         const int slot = int(sendStep_ % kNSteps);
         sendSlot = reinterpret_cast<T*>(send_->buff + slot * send_->stepBytes);
         // Direct: the proxy sends from the user buffer; otherwise from the slot.
-        if (be_.leader()) send_->fifo->ptrs[slot] = directSend ? (char*)(src + off) : nullptr;
+        char* lent = directSend ? (char*)(src + off) : sendFromDst ? (char*)(dst + off) : nullptr;
+        if (be_.leader()) send_->fifo->ptrs[slot] = lent;
+        if (sendFromDst) sendSlot = nullptr;  // the data goes to dst only
       }
       // Step 2: move (and combine) the data. Sources: the received slot and/or the user input;
       // destinations: the user output and/or the send slot.
@@ -141,30 +166,21 @@ class Primitives {
       }
       if (doRecv) be_.post(&recv_->fifo->head, ++recvStep_);
     }
-    // A direct send lent the proxy pointers into src: return only once it has sent them all.
-    if (directSend && sendStep_ > 0 &&
+    // A direct send lent the proxy pointers into src or dst: return only once it has sent
+    // them all (the caller may change both as soon as the operation is over).
+    if ((directSend || sendFromDst) && sendStep_ > 0 &&
         !be_.waitAtLeast(&send_->fifo->head, sendStep_, &send_->fifo->closed)) {
       return fail(loadFlag(&send_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
     }
     return true;
   }
 
-  /// Direct receive, consumer side: offer dst for this step's bytes. Returns true when the
-  /// offer won (the proxy will receive into dst), false when the proxy had already claimed the
-  /// step for its staging slot (then we copy from the slot as usual).
-  TCCL_HOST_DEVICE bool offerRecvBuffer(int slot, T* dst, size_t m) {
+  /// Direct receive, consumer side: offer dst for the bytes of `step` (see offerRecvStep).
+  TCCL_HOST_DEVICE bool offerRecvBuffer(uint64_t step, T* dst, size_t m) {
 #if defined(__CUDA_ARCH__)
     return false;  // never reached: kernels do not use direct mode (DeviceBackend::kDirect)
 #else
-    ConnFifo* f = recv_->fifo;
-    f->ptrs[slot] = reinterpret_cast<char*>(dst);
-    f->ptrSizes[slot] = int64_t(m * sizeof(T));
-    uint64_t seen = __atomic_load_n(&f->claims[slot], __ATOMIC_ACQUIRE);
-    if ((seen >> 2) == recvStep_ && (seen & 3) != 0) return false;  // the proxy was first
-    // Release: ptrs/ptrSizes are visible to the proxy once it sees our claim.
-    return __atomic_compare_exchange_n(&f->claims[slot], &seen,
-                                       claimValue(recvStep_, kClaimByConsumer), false,
-                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return offerRecvStep(recv_->fifo, step, reinterpret_cast<char*>(dst), int64_t(m * sizeof(T)));
 #endif
   }
 
