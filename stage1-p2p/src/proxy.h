@@ -83,6 +83,7 @@ class Proxy : public Kickable {
   std::vector<Connector*> pending_;  // added, not yet picked up by the loop
   std::atomic<bool> havePending_{false};
   std::atomic<int> hostBatches_{0};  // host batches running now (their executors are engine)
+  std::atomic<bool> parked_{false};  // the thread is (about to be) in parkWhileHostRuns
   std::condition_variable parkCv_;   // with mutex_: the proxy thread parks on it
   std::vector<Connector*> conns_;    // the connectors; touched under progressMutex_ only
 };

@@ -1,17 +1,21 @@
 /*
  * executor.h: running a planned WorkBatch, on host threads or on the GPU.
  *
- * What it is: the two executors. The host executor hands each WorkItem to a worker thread of
- * the communicator's pool (one item = one thread, as one item = one thread block on the GPU)
- * and waits for all of them: the call returns when the data has moved. The GPU executor
- * launches one kernel with one block per item on the user's stream and returns at once.
+ * What it is: the two executors. The host executor runs the batch to completion before the
+ * call returns. When the calling thread drives one communicator (the usual case) it runs every
+ * WorkItem itself, each as a fiber (fiber.h) that yields whenever it must wait, as an SM
+ * switches between resident warps; when one thread drives several communicators in a group,
+ * each WorkItem gets a thread of its communicator's pool (one item = one thread, as one item
+ * = one thread block on the GPU). The GPU executor launches one kernel with one block per
+ * item on the user's stream and returns at once.
  *
  * Invariants: items of one batch run concurrently (they may depend on each other through
  * peers: a rank's send item and receive item must both progress, or two ranks exchanging large
- * messages would deadlock); several communicators' batches of one group run concurrently too.
+ * messages would deadlock) -- interleaved on one thread, or in parallel on the pool; several
+ * communicators' batches of one group run concurrently too.
  *
- * NCCL counterpart: src/enqueue.cc (ncclLaunchKernel) for the GPU path; the host pool has
- * no NCCL counterpart.
+ * NCCL counterpart: src/enqueue.cc (ncclLaunchKernel) for the GPU path; the host executor has
+ * no NCCL counterpart (its single-thread mode is MPI's progress engine).
  * Added in: stage 1.
  */
 #ifndef TCCL_EXECUTOR_H_
@@ -54,15 +58,15 @@ class WorkerPool {
   bool stop_ = false;
 };
 
-/// Host executor: starts the batch on the comm's pool (returns at once). finishHostBatch waits
-/// and turns item statuses into a result. Several comms can be started before any is waited.
-/// With callerRunsFirst, item 0 is left for finishHostBatch to run on the calling thread (one
-/// thread hand-off less per call); only safe when this thread drives no other communicator in
-/// the group, since it is busy with item 0 until that item ends.
+/// Host executor: pre-posts the batch's receives, then starts it on the comm's pool (returns
+/// at once). finishHostBatch waits and turns item statuses into a result. Several comms can be
+/// started before any is waited. With callerRuns, nothing starts: finishHostBatch runs every
+/// item on the calling thread, as fibers; only right when this thread drives no other
+/// communicator in the group, since it is busy with this one until all its items end.
 tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<uint32_t>* status,
-                            bool callerRunsFirst);
+                            bool callerRuns);
 tcclResult_t finishHostBatch(tcclComm* comm, const WorkBatch& batch,
-                             std::vector<uint32_t>& status, bool callerRunsFirst);
+                             std::vector<uint32_t>& status, bool callerRuns);
 
 /// GPU executor: launches the batch on `stream` after the comm's previous launch.
 tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch, cudaStream_t stream);

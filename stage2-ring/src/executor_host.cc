@@ -1,12 +1,16 @@
 /*
- * executor_host.cc: the host executor and its worker pool. See executor.h.
+ * executor_host.cc: the host executor: items as fibers on the calling thread, or on the
+ * communicator's worker pool. See executor.h.
  *
  * Added in: stage 1.
  */
 #include "executor.h"
 
+#include <sched.h>
+
 #include "comm.h"
 #include "device/run_work.h"
+#include "fiber.h"
 #include "host_backend.h"
 #include "proxy.h"
 
@@ -81,34 +85,90 @@ HostBackend hostBackend(tcclComm* comm) {
 }  // namespace
 
 tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<uint32_t>* status,
-                            bool callerRunsFirst) {
+                            bool callerRuns) {
   status->assign(batch.nItems, kWorkOk);
   if (batch.nItems == 0) return tcclSuccess;
-  // Receives are posted before any item waits for a thread (MPI's pre-posted receives).
+  // Receives are posted before any item runs (MPI's pre-posted receives).
   for (int i = 0; i < batch.nItems; i++) prepostP2pRecv(batch, batch.items[i]);
   // From here until finishHostBatch our items are the progress engine (proxy.h).
   if (comm->proxy) comm->proxy->hostBatchBegin();
-  const int first = callerRunsFirst ? 1 : 0;  // items the pool runs: [first, nItems)
-  if (batch.nItems - first <= 0) return tcclSuccess;
+  if (callerRuns) return tcclSuccess;  // finishHostBatch runs them, as fibers
   if (!comm->workers) comm->workers = std::make_unique<WorkerPool>(comm->rank);
   HostBackend be = hostBackend(comm);
   uint32_t* out = status->data();
-  comm->workers->start(batch.nItems - first, [be, &batch, out, first](int i) mutable {
-    out[first + i] = runWorkItem(be, batch, first + i);
+  comm->workers->start(batch.nItems, [be, &batch, out](int i) mutable {
+    out[i] = runWorkItem(be, batch, i);
   });
   return tcclSuccess;
 }
 
-tcclResult_t finishHostBatch(tcclComm* comm, const WorkBatch& batch,
-                             std::vector<uint32_t>& status, bool callerRunsFirst) {
-  if (batch.nItems == 0) return tcclSuccess;
-  if (callerRunsFirst) {
-    HostBackend be = hostBackend(comm);
-    status[0] = runWorkItem(be, batch, 0);
+namespace {
+
+/// Runs every item of the batch on this thread, one fiber per item (fiber.h). A fiber whose
+/// item must wait yields; after a round in which no item got past a wait, this thread runs
+/// progress passes, yields the core a few times, and finally sleeps where the bytes arrive
+/// (the engine's poll(), proxy.h) -- the ladder a pool thread climbs in waitAtLeast.
+tcclResult_t runItemsAsFibers(tcclComm* comm, const WorkBatch& batch,
+                              std::vector<uint32_t>& status) {
+  auto& fibers = comm->fibers;
+  while (int(fibers.size()) < batch.nItems) fibers.push_back(std::make_unique<Fiber>());
+  uint64_t ticks = 0;  // waits passed and progress passes that moved something
+  HostBackend be = hostBackend(comm);
+  be.yield = &Fiber::yield;
+  be.fiberTicks = &ticks;
+  for (int i = 0; i < batch.nItems; i++) {
+    tcclResult_t res = fibers[i]->start([&be, &batch, &status, i] {
+      status[i] = runWorkItem(be, batch, i);
+    });
+    // (No fiber has run yet: on failure there is nothing to unwind, and the next batch's
+    // start() replaces the functions set here.)
+    if (res != tcclSuccess) return res;
   }
-  if (batch.nItems > (callerRunsFirst ? 1 : 0)) comm->workers->wait();
-  if (comm->proxy) comm->proxy->hostBatchEnd();  // what is left in the FIFOs is the proxy's
+  int live = batch.nItems;
+  std::vector<char> done(batch.nItems, 0);
+  int idle = 0;
+  while (live > 0) {
+    const uint64_t before = ticks;
+    // Sampled before the round: progress made during it (by the proxy or the engine) moves
+    // the sequence, and the sleep below then returns at once (see ProgressSignal).
+    const uint32_t seen = comm->progress.seq();
+    for (int i = 0; i < batch.nItems; i++) {
+      if (!done[i] && fibers[i]->resume()) {
+        done[i] = 1;
+        live--;
+      }
+    }
+    if (live == 0 || ticks != before || be.proxy->tryProgress()) {
+      idle = 0;  // something moved: give every item another turn at once
+      continue;
+    }
+    if (++idle < 64) {
+      // A reply usually comes within microseconds: look again soon, but give the core away
+      // first if another process wants it (MPI does the same when ranks outnumber cores; a
+      // pure spin here made 4 ranks on 2 cores 1.5x slower).
+      sched_yield();
+      continue;
+    }
+    // Every item waits and nothing moves: sleep until something may have.
+    be.proxy->waitForProgress(comm->progress, seen, 1000);
+    idle = 0;
+  }
+  return tcclSuccess;
+}
+
+}  // namespace
+
+tcclResult_t finishHostBatch(tcclComm* comm, const WorkBatch& batch,
+                             std::vector<uint32_t>& status, bool callerRuns) {
+  if (batch.nItems == 0) return tcclSuccess;
   tcclResult_t res = tcclSuccess;
+  if (callerRuns) {
+    res = runItemsAsFibers(comm, batch, status);
+  } else {
+    comm->workers->wait();
+  }
+  if (comm->proxy) comm->proxy->hostBatchEnd();  // what is left in the FIFOs is the proxy's
+  if (res != tcclSuccess) return res;
   for (int i = 0; i < batch.nItems; i++) {
     if (status[i] != kWorkOk && res == tcclSuccess) res = workStatusResult(status[i], batch.items[i]);
   }

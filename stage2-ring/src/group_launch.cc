@@ -149,7 +149,7 @@ void bindConnectors(Phase& phase) {
 }
 
 /// Step 4 for one phase of one communicator: launch on the GPU, or start on the host pool.
-/// callerRuns: this thread drives only this communicator, so it may run an item itself.
+/// callerRuns: this thread drives only this communicator, so it runs the items itself.
 tcclResult_t runPhase(CommTasks& tasks, bool onDevice, Phase& phase, bool callerRuns) {
   tcclComm* comm = tasks.comm;
   bindConnectors(phase);

@@ -56,6 +56,12 @@ struct HostBackend {
   const volatile uint32_t* abortFlag;
   ProgressSignal* progress;  // notified by the proxy whenever it moves a counter
   Kickable* proxy;           // kicked after we move a counter
+  // Set when the items run as fibers on one thread (executor_host.cc): a wait that cannot
+  // pass calls yield (Fiber::yield: the next item runs) instead of spinning, and every wait
+  // passed (or progress pass that moved something) bumps fiberTicks, which tells the
+  // scheduler that the round was not idle.
+  void (*yield)() = nullptr;
+  uint64_t* fiberTicks = nullptr;
 
   bool leader() const { return true; }
   void sync() const {}
@@ -63,6 +69,23 @@ struct HostBackend {
   /// Waits until *counter >= value; false on abort or when the peer closed the connection
   /// before the value arrived.
   bool waitAtLeast(const uint64_t* counter, uint64_t value, const uint32_t* closed) const {
+    if (loadAcquire(counter) >= value) return passed();
+    // We may just have offered a buffer or allowed staging (fifo.h): an engine asleep in
+    // poll() does not watch a socket whose step waits for that decision. Wake it.
+    proxy->kick();
+    if (yield != nullptr) {
+      // A fiber: look, run a progress pass, and otherwise let the other items run.
+      for (;;) {
+        if (loadAcquire(counter) >= value) return passed();
+        if (__atomic_load_n(abortFlag, __ATOMIC_ACQUIRE) != 0) return false;
+        if (loadFlag(closed) != 0) return loadAcquire(counter) >= value;
+        if (proxy->tryProgress()) {
+          ++*fiberTicks;
+          continue;
+        }
+        yield();
+      }
+    }
     for (int spin = 0;; spin++) {
       if (loadAcquire(counter) >= value) return true;
       // Atomic: the flag is raised by another thread (the proxy, tcclCommAbort).
@@ -87,6 +110,11 @@ struct HostBackend {
       if (loadAcquire(counter) >= value) return true;
       proxy->waitForProgress(*progress, seen, 1000);
     }
+  }
+
+  bool passed() const {
+    if (fiberTicks != nullptr) ++*fiberTicks;
+    return true;
   }
 
   void post(uint64_t* counter, uint64_t value) const {

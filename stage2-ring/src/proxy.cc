@@ -57,6 +57,15 @@ void Proxy::kick() {
     ssize_t r = write(eventFd_, &one, sizeof(one));
     (void)r;  // EAGAIN means the counter is already non-zero: the proxy will wake anyway
   }
+  // A kernel was just launched (the launcher counts it, then kicks): a thread parked after a
+  // host batch must come back now, since the kernel cannot drive progress. The same
+  // handshake: the launcher raises gpuOpsInFlight then reads parked_; the parking thread
+  // raises parked_ then reads gpuOpsInFlight (in its predicate). Host posts never get here
+  // with a kernel in flight, so they do not wake a parked thread for nothing.
+  if (parked_.load() && comm_->gpuOpsInFlight.load() > 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    parkCv_.notify_all();
+  }
 }
 
 bool Proxy::tryProgress() {
@@ -92,9 +101,10 @@ void Proxy::hostBatchBegin() {
 void Proxy::hostBatchEnd() {
   if (hostBatches_.fetch_sub(1) != 1) return;
   // Wake the parked thread only if a send FIFO still holds published steps (a collective's
-  // last sends may outlive its items); otherwise it resumes within one park period anyway, and
-  // not waking it spares a thread hand-off on every call of a back-to-back loop.
-  bool pending = false;
+  // last sends may outlive its items) or the communicator has a GPU (its next operation may
+  // be a kernel, which needs the proxy at once); otherwise it resumes within one park period
+  // anyway, and not waking it spares a thread hand-off on every call of a back-to-back loop.
+  bool pending = comm_->cudaDev >= 0;
   {
     std::lock_guard<std::mutex> lock(progressMutex_);
     for (const Connector* c : conns_) {
@@ -112,11 +122,16 @@ void Proxy::hostBatchEnd() {
 }
 
 void Proxy::parkWhileHostRuns() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  // Bounded, so that a connector no executor is looking at (a peer failing on a connection
-  // this batch does not use) is still noticed within a few milliseconds.
-  parkCv_.wait_for(lock, std::chrono::milliseconds(10),
-                   [this] { return stop_.load() || hostBatches_.load() == 0; });
+  parked_.store(true);  // before the predicate reads gpuOpsInFlight: see kick()
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    // Bounded, so that a connector no executor is looking at (a peer failing on a connection
+    // this batch does not use) is still noticed within a few milliseconds.
+    parkCv_.wait_for(lock, std::chrono::milliseconds(10), [this] {
+      return stop_.load() || hostBatches_.load() == 0 || comm_->gpuOpsInFlight.load() > 0;
+    });
+  }
+  parked_.store(false);
 }
 
 bool Proxy::progressOnce() {

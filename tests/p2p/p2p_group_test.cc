@@ -8,6 +8,7 @@
  *    peer order, odd ranks all sends first in descending order) with 16 MiB messages, far past
  *    the FIFO, so a scheduler that runs operations in issue order deadlocks (test timeout);
  *  - several sends to the same peer in one group, matched in issue order;
+ *  - data that reaches a rank before it posts the receive (half the ranks start late);
  *  - two communicators (one with reversed rank numbers) used in turn and inside one group, and
  *    several communicators alive at once, destroyed in another order than created.
  *
@@ -18,6 +19,7 @@
  * Added in: stage 1.
  */
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -240,6 +242,31 @@ TEST_P(GroupTest, SeveralSendsToOnePeerMatchInOrder) {
   }
   std::string why;
   agree(runGroup(comm_, ops, DType::kInt8, &why), why);
+}
+
+TEST_P(GroupTest, DataThatArrivesBeforeItsReceiveIsPosted) {
+  // Every rank sends to the next and receives from the previous, but half the ranks wait
+  // 100 ms before their group: the early ranks' bytes reach them before the receive exists.
+  // The proxy must keep such steps (in the socket or a slot) and deliver them to the receive
+  // once it is posted. Sizes: one byte, a few FIFO steps, and more than the FIFO holds (the
+  // early sender then also waits for the late receiver). Default TCCL_BUFFSIZE: 512 KiB steps.
+  const size_t step = size_t{512} << 10;
+  const size_t counts[] = {1, 3 * step + 5, 12 * step + 7};
+  const int next = (rank_ + 1) % n_, prev = (rank_ + n_ - 1) % n_;
+  Steps steps;
+  for (int late = 0; late < 2; late++) {  // odd ranks late, then even ranks late
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+      std::vector<Op> ops;
+      ops.push_back(makeOp(comm_, true, rank_, next, counts[i], 500 + int(i), DType::kUint8,
+                           GetParam()));
+      ops.push_back(makeOp(comm_, false, rank_, prev, counts[i], 500 + int(i), DType::kUint8,
+                           GetParam()));
+      if (rank_ % 2 == (late == 0 ? 1 : 0)) usleep(100 * 1000);
+      std::string why;
+      const std::string what = "count " + std::to_string(counts[i]) + ": ";
+      if (!steps(runGroup(comm_, ops, DType::kUint8, &why), why, what)) return;
+    }
+  }
 }
 
 TEST_P(GroupTest, TwoCommunicatorsInTurnAndInOneGroup) {

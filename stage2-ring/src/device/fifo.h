@@ -30,6 +30,11 @@
  * step of a receive that fits in the FIFO up front (a pre-posted receive, in MPI's words), so
  * the proxy finds the offer even when the consumer's thread is slow to come back. That saves
  * the two memcpys a staged step costs, which is what lets host-memory sends match MPI over TCP.
+ * A host consumer that wants a step in the slot says so too (`staged`), so that a step nobody
+ * has decided on yet -- one that arrived before the receive that will take it was posted --
+ * can wait in the socket, as MPI's rendezvous keeps large messages on the sender until they
+ * are matched, instead of being staged and copied. (A GPU consumer never decides: on a
+ * communicator with a GPU the proxy stages every undecided step, as before.)
  *
  * NCCL counterpart: src/include/device.h (ncclConnInfo, NCCL_STEPS, connFifo sizes) and the
  * waitPeer/postPeer logic of src/device/prims_simple.h.
@@ -72,6 +77,9 @@ struct ConnFifo {
   alignas(64) char* ptrs[kNSteps];
   int64_t ptrSizes[kNSteps];
   uint64_t claims[kNSteps];
+  // Receive side, host consumer: steps below `staged` may go to the staging slots (the
+  // consumer reads them from there). Steps nobody has decided on yet wait in the socket.
+  uint64_t staged;
 };
 
 /// claims[slot] values: (step << 2) | kClaimBy...
@@ -134,7 +142,8 @@ inline bool offerRecvStep(ConnFifo* f, uint64_t step, char* dst, int64_t bytes) 
   const int slot = int(step % kNSteps);
   uint64_t seen = __atomic_load_n(&f->claims[slot], __ATOMIC_ACQUIRE);
   if (seen == claimValue(step, kClaimByConsumer)) return true;  // pre-posted at launch
-  if ((seen >> 2) == step) return false;                        // the proxy was first
+  // (Who is 0 only in the initial value: nobody has claimed any step of this slot yet.)
+  if ((seen >> 2) == step && (seen & 3) != 0) return false;     // the proxy was first
   // Nobody reads ptrs/ptrSizes of this step before it is claimed for us, below.
   f->ptrs[slot] = dst;
   f->ptrSizes[slot] = bytes;
@@ -142,6 +151,12 @@ inline bool offerRecvStep(ConnFifo* f, uint64_t step, char* dst, int64_t bytes) 
   // the proxy claimed the step just now: it stages, and never looks at ptrs.
   return __atomic_compare_exchange_n(&f->claims[slot], &seen, claimValue(step, kClaimByConsumer),
                                      false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/// Receive side, host consumer: the steps below `end` may be staged in the slots (they feed a
+/// reduction or a forward, which read the slot). Only the consumer writes `staged`.
+inline void allowStaging(ConnFifo* f, uint64_t end) {
+  if (end > f->staged) __atomic_store_n(&f->staged, end, __ATOMIC_RELEASE);
 }
 #endif
 

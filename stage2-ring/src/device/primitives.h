@@ -107,6 +107,9 @@ class Primitives {
     uint64_t offerStep = recvStep_;
     size_t offerOff = 0;
     uint32_t won = 0;
+    // Any other receive on the host reads the slot: steps up to this call's last may be staged.
+    const bool stagedRecv = Backend::kDirect && doRecv && !directRecv && recv_->direct;
+    const uint64_t endStep = recvStep_ + (n + stepElems - 1) / (stepElems ? stepElems : 1);
     for (size_t off = 0; off < n; off += stepElems) {
       const size_t m = (n - off < stepElems) ? n - off : stepElems;
       const T* recvSlot = nullptr;
@@ -125,6 +128,10 @@ class Primitives {
             offerOff += mm;
           }
           landed = (won >> slot) & 1u;
+        }
+        if (stagedRecv) {
+          const uint64_t ahead = recvStep_ + kNSteps;
+          allowSlot(ahead < endStep ? ahead : endStep);
         }
         // Protocol step 1 (consumer): wait until the producer has published this step.
         if (!be_.waitAtLeast(&recv_->fifo->tail, recvStep_ + 1, &recv_->fifo->closed)) {
@@ -181,6 +188,13 @@ class Primitives {
     return false;  // never reached: kernels do not use direct mode (DeviceBackend::kDirect)
 #else
     return offerRecvStep(recv_->fifo, step, reinterpret_cast<char*>(dst), int64_t(m * sizeof(T)));
+#endif
+  }
+
+  /// Staged receive, consumer side: the steps below `end` may go to the slots (allowStaging).
+  TCCL_HOST_DEVICE void allowSlot(uint64_t end) {
+#if !defined(__CUDA_ARCH__)
+    allowStaging(recv_->fifo, end);
 #endif
   }
 

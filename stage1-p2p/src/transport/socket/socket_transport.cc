@@ -59,15 +59,24 @@ void partRange(int64_t size, int nsocks, int i, int64_t* begin, int64_t* end) {
 /// Direct receive, proxy side: decides where step `step`'s bytes go. The consumer may have
 /// offered a user buffer for it (claims[slot] says so); otherwise we claim the step for the
 /// staging slot, and one compare-and-swap settles a race with a consumer offering right now.
-char* receiveDestination(Connector& c, uint64_t step, int64_t size) {
+/// Returns null when the step must wait in the socket: the communicator has no GPU (so the
+/// consumer is a host executor, now or at its next call) and the consumer has neither offered
+/// a buffer nor allowed staging for it yet (fifo.h). It decides when its receive starts.
+char* receiveDestination(tcclComm& comm, Connector& c, uint64_t step, int64_t size) {
   ConnFifo* fifo = c.conn->fifo;
   const int slot = int(step % kNSteps);
   char* staging = c.conn->buff + slot * c.conn->stepBytes;
   uint64_t seen = __atomic_load_n(&fifo->claims[slot], __ATOMIC_ACQUIRE);
-  if (seen != claimValue(step, kClaimByConsumer) &&
-      __atomic_compare_exchange_n(&fifo->claims[slot], &seen, claimValue(step, kClaimByProxy),
-                                  false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    return staging;  // ours: the consumer will copy out of the slot
+  if (seen != claimValue(step, kClaimByConsumer)) {
+    // A kernel never offers nor allows: on a communicator with a GPU, where the next consumer
+    // may be a kernel, stage as without direct mode.
+    if (comm.cudaDev < 0 && step >= __atomic_load_n(&fifo->staged, __ATOMIC_ACQUIRE)) {
+      return nullptr;  // undecided: leave the bytes in the socket for now
+    }
+    if (__atomic_compare_exchange_n(&fifo->claims[slot], &seen, claimValue(step, kClaimByProxy),
+                                    false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      return staging;  // ours: the consumer will copy out of the slot
+    }
   }
   // The consumer's claim (acquire: its ptrs/ptrSizes are visible). A step larger than the
   // offered buffer must not spill into user memory: stage it, and the consumer's size check
@@ -284,7 +293,13 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
         return tcclRemoteError;
       }
       r.size = r.header;
-      r.data = receiveDestination(c, step, r.size);
+      r.data = nullptr;
+    }
+    if (r.data == nullptr) {
+      // Where the bytes go; null while the consumer has not decided (see receiveDestination).
+      r.data = receiveDestination(comm, c, step, r.size);
+      if (r.data == nullptr) return tcclSuccess;
+      *didWork = true;
     }
     char* slot = r.data;
     bool complete = true;
@@ -316,9 +331,12 @@ int SocketRecvComm::pollFd(const Connector& c, short* events) const {
   // a full FIFO waits for the executor, which kicks us.
   bool room = res(c).active || fifo->tail < loadAcquire(&fifo->head) + kNSteps;
   if (!room) return -1;
+  const SocketResources& r = res(c);
+  // A step waiting for the consumer's decision: its socket is readable, but that is not news.
+  // The consumer kicks when it decides.
+  if (r.active && r.headerDone == sizeof(r.header) && r.data == nullptr) return -1;
   *events = POLLIN;
   // Wait on the socket that still owes bytes: socket 0 for the header.
-  const SocketResources& r = res(c);
   for (int i = 0; r.active && r.headerDone == sizeof(r.header) && i < r.nsocks; i++) {
     int64_t b, e;
     partRange(r.size, r.nsocks, i, &b, &e);
