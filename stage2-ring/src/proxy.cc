@@ -57,15 +57,6 @@ void Proxy::kick() {
     ssize_t r = write(eventFd_, &one, sizeof(one));
     (void)r;  // EAGAIN means the counter is already non-zero: the proxy will wake anyway
   }
-  // A kernel was just launched (the launcher counts it, then kicks): a thread parked after a
-  // host batch must come back now, since the kernel cannot drive progress. The same
-  // handshake: the launcher raises gpuOpsInFlight then reads parked_; the parking thread
-  // raises parked_ then reads gpuOpsInFlight (in its predicate). Host posts never get here
-  // with a kernel in flight, so they do not wake a parked thread for nothing.
-  if (parked_.load() && comm_->gpuOpsInFlight.load() > 0) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    parkCv_.notify_all();
-  }
 }
 
 bool Proxy::tryProgress() {
@@ -101,10 +92,9 @@ void Proxy::hostBatchBegin() {
 void Proxy::hostBatchEnd() {
   if (hostBatches_.fetch_sub(1) != 1) return;
   // Wake the parked thread only if a send FIFO still holds published steps (a collective's
-  // last sends may outlive its items) or the communicator has a GPU (its next operation may
-  // be a kernel, which needs the proxy at once); otherwise it resumes within one park period
-  // anyway, and not waking it spares a thread hand-off on every call of a back-to-back loop.
-  bool pending = comm_->cudaDev >= 0;
+  // last sends may outlive its items); otherwise it resumes within one park period anyway, and
+  // not waking it spares a thread hand-off on every call of a back-to-back loop.
+  bool pending = false;
   {
     std::lock_guard<std::mutex> lock(progressMutex_);
     for (const Connector* c : conns_) {
@@ -122,16 +112,11 @@ void Proxy::hostBatchEnd() {
 }
 
 void Proxy::parkWhileHostRuns() {
-  parked_.store(true);  // before the predicate reads gpuOpsInFlight: see kick()
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    // Bounded, so that a connector no executor is looking at (a peer failing on a connection
-    // this batch does not use) is still noticed within a few milliseconds.
-    parkCv_.wait_for(lock, std::chrono::milliseconds(10), [this] {
-      return stop_.load() || hostBatches_.load() == 0 || comm_->gpuOpsInFlight.load() > 0;
-    });
-  }
-  parked_.store(false);
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Bounded, so that a connector no executor is looking at (a peer failing on a connection
+  // this batch does not use) is still noticed within a few milliseconds.
+  parkCv_.wait_for(lock, std::chrono::milliseconds(10),
+                   [this] { return stop_.load() || hostBatches_.load() == 0; });
 }
 
 bool Proxy::progressOnce() {
@@ -181,9 +166,11 @@ void Proxy::loop() {
   TCCL_INFO(kProxy, "proxy thread started");
   int idle = 0;
   while (!stop_.load()) {
-    if (hostBatches_.load() > 0 && comm_->gpuOpsInFlight.load(std::memory_order_acquire) == 0) {
+    if (hostBatches_.load() > 0 && comm_->cudaDev < 0) {
       // Host executors are running: they are the engine (see proxy.h). Stay out of their way,
       // and wake any of them that found us holding the role and went to sleep on the signal.
+      // (Not on a communicator with a GPU: there the next operation may be a kernel, which
+      // cannot drive progress, so this thread stays on duty and shares the role.)
       comm_->progress.notify();
       parkWhileHostRuns();
       idle = 0;

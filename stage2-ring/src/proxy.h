@@ -14,7 +14,8 @@
  * Host executors also run progress passes themselves (tryProgress), so host-buffer traffic
  * rarely needs a thread hand-off; progressMutex_ makes sure one thread at a time runs a pass,
  * since the connectors' progress state is not shared-safe. Whoever holds it is "the progress
- * engine". While a host batch runs, the executors are the engine: the proxy thread parks, and
+ * engine". While a host batch runs, the executors are the engine: the proxy thread parks
+ * (on a communicator without a GPU; with one, it stays on duty for the kernels), and
  * a waiting executor with nothing to do sleeps in the same poll() the proxy would have used
  * (waitForProgress), so that when the bytes arrive the thread that needs them moves them. On a
  * machine with fewer cores than threads that is what keeps host-buffer calls close to MPI's
@@ -83,7 +84,6 @@ class Proxy : public Kickable {
   std::vector<Connector*> pending_;  // added, not yet picked up by the loop
   std::atomic<bool> havePending_{false};
   std::atomic<int> hostBatches_{0};  // host batches running now (their executors are engine)
-  std::atomic<bool> parked_{false};  // the thread is (about to be) in parkWhileHostRuns
   std::condition_variable parkCv_;   // with mutex_: the proxy thread parks on it
   std::vector<Connector*> conns_;    // the connectors; touched under progressMutex_ only
 };
