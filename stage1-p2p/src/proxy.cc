@@ -96,7 +96,11 @@ void Proxy::hostBatchEnd() {
   // not waking it spares a thread hand-off on every call of a back-to-back loop.
   bool pending = false;
   {
-    std::lock_guard<std::mutex> lock(progressMutex_);
+    // try_lock, never lock: if the mutex is taken, the proxy thread is awake and holds the
+    // engine role (a batch too short for it to have parked), so there is nobody to wake; and
+    // waiting for it could take a whole poll() period, since it sleeps with the mutex held.
+    std::unique_lock<std::mutex> lock(progressMutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return;
     for (const Connector* c : conns_) {
       const ConnFifo* f = c->conn->fifo;
       if (c->isSend && loadAcquire(&f->tail) > loadAcquire(&f->head)) pending = true;
