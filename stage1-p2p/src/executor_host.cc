@@ -124,21 +124,16 @@ tcclResult_t runItemsAsFibers(tcclComm* comm, const WorkBatch& batch,
     // start() replaces the functions set here.)
     if (res != tcclSuccess) return res;
   }
-  int live = batch.nItems;
-  std::vector<char> done(batch.nItems, 0);
   int idle = 0;
-  while (live > 0) {
+  for (;;) {
     const uint64_t before = ticks;
     // Sampled before the round: progress made during it (by the proxy or the engine) moves
     // the sequence, and the sleep below then returns at once (see ProgressSignal).
     const uint32_t seen = comm->progress.seq();
-    for (int i = 0; i < batch.nItems; i++) {
-      if (!done[i] && fibers[i]->resume()) {
-        done[i] = 1;
-        live--;
-      }
-    }
-    if (live == 0 || ticks != before || be.proxy->tryProgress()) {
+    int live = 0;  // items not finished after this round (resume() of a finished one is a no-op)
+    for (int i = 0; i < batch.nItems; i++) live += fibers[i]->resume() ? 0 : 1;
+    if (live == 0) break;
+    if (ticks != before || be.proxy->tryProgress()) {
       idle = 0;  // something moved: give every item another turn at once
       continue;
     }

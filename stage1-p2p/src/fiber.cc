@@ -63,14 +63,18 @@ tcclResult_t Fiber::start(std::function<void()> fn) {
                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
   if (mapping_ == MAP_FAILED) {
     mapping_ = nullptr;
+    finished_ = true;
     TCCL_WARN("fiber: cannot map a %zu-byte stack", kStackBytes);
     return tcclSystemError;
   }
-  if (mprotect(mapping_, kGuardBytes, PROT_NONE) != 0) {
-    TCCL_WARN("fiber: cannot protect the stack's guard page");
+  if (mprotect(mapping_, kGuardBytes, PROT_NONE) != 0 || getcontext(&context_) != 0) {
+    TCCL_WARN("fiber: cannot set up a stack (guard page or context)");
+    // Unmapped again, so that a later start() retries instead of resuming a half-made fiber.
+    munmap(mapping_, kGuardBytes + kStackBytes);
+    mapping_ = nullptr;
+    finished_ = true;
     return tcclSystemError;
   }
-  if (getcontext(&context_) != 0) return tcclSystemError;
   context_.uc_stack.ss_sp = static_cast<char*>(mapping_) + kGuardBytes;
   context_.uc_stack.ss_size = kStackBytes;
   context_.uc_link = nullptr;  // entry() never returns

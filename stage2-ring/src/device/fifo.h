@@ -160,6 +160,31 @@ inline void allowStaging(ConnFifo* f, uint64_t end) {
 }
 #endif
 
+/// Direct receive, consumer side: the offers of one receive of `bytes` into `dst`, made ahead
+/// step by step (a pre-posted receive). Steps are cut as the primitives cut them: `stepBytes`
+/// each, the last one shorter. The primitive and the launcher's pre-post (p2p.h) both offer
+/// through here, so the two can never cut the same receive differently.
+struct RecvOffers {
+  uint64_t next;        // the next step to offer
+  size_t offered = 0;   // bytes of dst offered so far
+  uint32_t won = 0;     // bit (step % kNSteps): that step will land in dst
+
+  TCCL_HOST_DEVICE bool landed(uint64_t step) const { return (won >> (step % kNSteps)) & 1u; }
+
+  /// Offers the steps below `end` while bytes remain (host only: kernels never offer).
+  TCCL_HOST_DEVICE void offerUpTo(ConnFifo* f, uint64_t stepBytes, char* dst, size_t bytes,
+                                  uint64_t end) {
+#if !defined(__CUDA_ARCH__)
+    for (; next < end && offered < bytes; next++) {
+      const size_t m = (bytes - offered < stepBytes) ? bytes - offered : stepBytes;
+      const uint32_t bit = 1u << (next % kNSteps);
+      won = offerRecvStep(f, next, dst + offered, int64_t(m)) ? (won | bit) : (won & ~bit);
+      offered += m;
+    }
+#endif
+  }
+};
+
 }  // namespace tccl
 
 #endif  // TCCL_DEVICE_FIFO_H_

@@ -60,13 +60,9 @@ inline void prepostP2pRecv(const WorkBatch& batch, const WorkItem& item) {
   if (item.kind != WorkKind::kP2p || c == nullptr || !c->direct || item.elemCount == 0) return;
   const WorkElem& w = batch.elems[item.elemStart];
   if (w.func != WorkFunc::kRecv || w.recvbuff == nullptr) return;
-  char* dst = static_cast<char*>(w.recvbuff);
-  size_t off = 0;
-  for (uint64_t step = c->step; step < c->step + kNSteps && off < w.count; step++) {
-    const size_t m = (w.count - off < c->stepBytes) ? w.count - off : c->stepBytes;
-    offerRecvStep(c->fifo, step, dst + off, int64_t(m));
-    off += m;
-  }
+  RecvOffers offers{c->step};
+  offers.offerUpTo(c->fifo, c->stepBytes, static_cast<char*>(w.recvbuff), w.count,
+                   c->step + kNSteps);
 }
 #endif
 

@@ -102,14 +102,10 @@ class Primitives {
     // The step's result is written to dst anyway and is also what goes to the next rank: lend
     // dst to the proxy instead of writing the same bytes a second time into the send slot.
     const bool sendFromDst = Backend::kDirect && doSend && dst && send_->direct;
-    // Direct receive: steps [recvStep_, offerStep) have been offered, up to offerOff elements
-    // of dst; bit (step % kNSteps) of won says the offer of that step won.
-    uint64_t offerStep = recvStep_;
-    size_t offerOff = 0;
-    uint32_t won = 0;
+    RecvOffers offers{recvStep_};  // a direct receive's offers (fifo.h)
     // Any other receive on the host reads the slot: steps up to this call's last may be staged.
     const bool stagedRecv = Backend::kDirect && doRecv && !directRecv && recv_->direct;
-    const uint64_t endStep = recvStep_ + (n + stepElems - 1) / (stepElems ? stepElems : 1);
+    const uint64_t endStep = stagedRecv ? recvStep_ + (n + stepElems - 1) / stepElems : 0;
     for (size_t off = 0; off < n; off += stepElems) {
       const size_t m = (n - off < stepElems) ? n - off : stepElems;
       const T* recvSlot = nullptr;
@@ -121,13 +117,9 @@ class Primitives {
           // Pre-post receives, as MPI does: offer every step of this call that fits in the
           // FIFO (the slots of steps below recvStep_ + kNSteps are all consumed), so bytes
           // that arrive while this thread is away still land in dst instead of a slot.
-          for (; offerStep < recvStep_ + kNSteps && offerOff < n; offerStep++) {
-            const size_t mm = (n - offerOff < stepElems) ? n - offerOff : stepElems;
-            const uint32_t bit = 1u << (offerStep % kNSteps);
-            won = offerRecvBuffer(offerStep, dst + offerOff, mm) ? (won | bit) : (won & ~bit);
-            offerOff += mm;
-          }
-          landed = (won >> slot) & 1u;
+          offers.offerUpTo(recv_->fifo, stepElems * sizeof(T), reinterpret_cast<char*>(dst),
+                           n * sizeof(T), recvStep_ + kNSteps);
+          landed = offers.landed(recvStep_);
         }
         if (stagedRecv) {
           const uint64_t ahead = recvStep_ + kNSteps;
@@ -180,15 +172,6 @@ class Primitives {
       return fail(loadFlag(&send_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
     }
     return true;
-  }
-
-  /// Direct receive, consumer side: offer dst for the bytes of `step` (see offerRecvStep).
-  TCCL_HOST_DEVICE bool offerRecvBuffer(uint64_t step, T* dst, size_t m) {
-#if defined(__CUDA_ARCH__)
-    return false;  // never reached: kernels do not use direct mode (DeviceBackend::kDirect)
-#else
-    return offerRecvStep(recv_->fifo, step, reinterpret_cast<char*>(dst), int64_t(m * sizeof(T)));
-#endif
   }
 
   /// Staged receive, consumer side: the steps below `end` may go to the slots (allowStaging).
