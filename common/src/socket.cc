@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -222,6 +223,23 @@ tcclResult_t Socket::recvAll(void* data, size_t size, Deadline deadline) {
 tcclResult_t Socket::trySend(const void* data, size_t size, size_t* done) {
   if (size == 0) return tcclSuccess;
   ssize_t n = ::send(fd_, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return tcclSuccess;
+  if (n < 0) {
+    TCCL_WARN("send to %s failed: %s", peer_.toString().c_str(), strerror(errno));
+    return isRemoteClose(errno) ? tcclRemoteError : tcclSystemError;
+  }
+  *done += static_cast<size_t>(n);
+  return tcclSuccess;
+}
+
+tcclResult_t Socket::trySend2(const void* a, size_t aSize, const void* b, size_t bSize,
+                              size_t* done) {
+  if (aSize + bSize == 0) return tcclSuccess;
+  iovec iov[2] = {{const_cast<void*>(a), aSize}, {const_cast<void*>(b), bSize}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return tcclSuccess;
   if (n < 0) {
     TCCL_WARN("send to %s failed: %s", peer_.toString().c_str(), strerror(errno));

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -218,6 +219,47 @@ TEST(Socket, TrySendTryRecv) {
   tcclResult_t res = tcclSuccess;
   while (res == tcclSuccess && Clock::now() < until) res = s.tryRecv(buf, sizeof(buf), &done);
   EXPECT_EQ(res, tcclRemoteError);
+}
+
+// The gathered send behind the socket transport's size header (header and data leave in one
+// system call): both pieces arrive in order, and a call that moved only part of them resumes
+// where it stopped, the header counted first, as SocketSendComm::progress does.
+TEST(Socket, TrySend2SendsBothPiecesInOrderAndResumes) {
+  Socket c, s;
+  makePair("127.0.0.1", &c, &s);
+  c.tuneForData(64 << 10);  // a small send buffer: 1 MiB takes many partial calls
+  const std::string head = "HEADER!!";
+  std::vector<char> body(1 << 20);
+  for (size_t i = 0; i < body.size(); i++) body[i] = char(i * 7 + 1);
+  const std::string want = head + std::string(body.begin(), body.end());
+  std::string got;
+  std::thread reader([&] {
+    std::vector<char> buf(1 << 16);
+    const auto until = deadlineIn(10);
+    while (got.size() < want.size() && Clock::now() < until) {
+      size_t n = 0;
+      if (s.tryRecv(buf.data(), buf.size(), &n) != tcclSuccess) break;
+      got.append(buf.data(), n);
+    }
+  });
+  size_t sent = 0;
+  int calls = 0;
+  tcclResult_t res = tcclSuccess;
+  const auto until = deadlineIn(10);
+  while (sent < want.size() && res == tcclSuccess && Clock::now() < until) {
+    const size_t h = std::min(sent, head.size());
+    const size_t b = sent - h;
+    size_t n = 0;
+    res = c.trySend2(head.data() + h, head.size() - h, body.data() + b, body.size() - b, &n);
+    sent += n;
+    calls++;
+  }
+  reader.join();
+  EXPECT_EQ(res, tcclSuccess);
+  EXPECT_EQ(sent, want.size());
+  EXPECT_GT(calls, 1) << "1 MiB should not fit a 64 KiB send buffer in one call";
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_TRUE(got == want) << "bytes arrived out of order or changed";
 }
 
 TEST(Socket, ConnectWaitsForLateListener) {

@@ -22,7 +22,8 @@
  *
  * On the host, over a transport with a proxy, steps go direct where they can (fifo.h): a plain
  * send lends src to the proxy, a call with a dst and a send lends dst once the step's result is
- * written there (one write instead of two), and a plain receive pre-posts dst.
+ * written there (one write instead of two), and a receive without a reduction (recv,
+ * recvCopySend) pre-posts dst, so a forwarded step goes from socket to dst to socket untouched.
  *
  * Invariants: matching calls on the two ends of a connection move the same element counts, so
  * both cut the same steps; after the first failure (abort, size mismatch) every later call
@@ -98,10 +99,14 @@ class Primitives {
     // Direct mode (fifo.h) for a pure send or a pure receive of plain data on the host.
     const bool directSend = Backend::kDirect && Fn::kPlain && doSend && !doRecv && src && !dst &&
                             send_->direct;
-    const bool directRecv = Backend::kDirect && doRecv && !doSend && !src && dst && recv_->direct;
     // The step's result is written to dst anyway and is also what goes to the next rank: lend
     // dst to the proxy instead of writing the same bytes a second time into the send slot.
     const bool sendFromDst = Backend::kDirect && doSend && dst && send_->direct;
+    // A receive without a reduction lands in dst directly; when it also sends (recvCopySend)
+    // the send then lends dst, so a forwarded step is never copied in user space at all. (Only
+    // with a lending send: a slot-reading send would need a copy of what landed.)
+    const bool directRecv = Backend::kDirect && doRecv && !src && dst && recv_->direct &&
+                            (!doSend || sendFromDst);
     RecvOffers offers{recvStep_};  // a direct receive's offers (fifo.h)
     // Any other receive on the host reads the slot: steps up to this call's last may be staged.
     const bool stagedRecv = Backend::kDirect && doRecv && !directRecv && recv_->direct;

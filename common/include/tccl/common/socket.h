@@ -86,6 +86,9 @@ class Socket {
   /// Returns tcclSuccess and adds to *done (possibly 0); tcclRemoteError on a closed peer.
   tcclResult_t trySend(const void* data, size_t size, size_t* done);
   tcclResult_t tryRecv(void* data, size_t size, size_t* done);
+  /// trySend of two pieces as one stream (sendmsg with two iovecs): a small header and the
+  /// data behind it leave in one system call and, under TCP_NODELAY, in one segment.
+  tcclResult_t trySend2(const void* a, size_t aSize, const void* b, size_t bSize, size_t* done);
 
   tcclResult_t setNonBlocking(bool on);
   /// TCP_NODELAY and large kernel buffers, for data sockets.
