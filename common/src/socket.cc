@@ -221,15 +221,7 @@ tcclResult_t Socket::recvAll(void* data, size_t size, Deadline deadline) {
 }
 
 tcclResult_t Socket::trySend(const void* data, size_t size, size_t* done) {
-  if (size == 0) return tcclSuccess;
-  ssize_t n = ::send(fd_, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return tcclSuccess;
-  if (n < 0) {
-    TCCL_WARN("send to %s failed: %s", peer_.toString().c_str(), strerror(errno));
-    return isRemoteClose(errno) ? tcclRemoteError : tcclSystemError;
-  }
-  *done += static_cast<size_t>(n);
-  return tcclSuccess;
+  return trySend2(data, size, nullptr, 0, done);  // one piece: the second iovec is empty
 }
 
 tcclResult_t Socket::trySend2(const void* a, size_t aSize, const void* b, size_t bSize,

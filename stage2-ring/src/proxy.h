@@ -24,9 +24,8 @@
  * Invariants: progress() calls never block; only the engine (the holder of progressMutex_)
  * polls the sockets and the kick eventfd, so a kick always reaches the one sleeper; the engine
  * notifies the communicator's ProgressSignal after any progress (host executors may be asleep
- * on it); an error from a
- * connector is recorded on the communicator (setError raises the abort flag) and the proxy
- * keeps running until stop() so that destroy never races with it.
+ * on it); an error from a connector is recorded on the communicator (setError raises the abort
+ * flag) and the proxy keeps running until stop() so that destroy never races with it.
  *
  * NCCL counterpart: src/proxy.cc (ncclProxyProgress, progressOps), src/include/proxy.h.
  * Added in: stage 1.
@@ -80,7 +79,8 @@ class Proxy : public Kickable {
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> kicked_{false};
   std::mutex progressMutex_;         // one progress pass at a time (thread or executors)
-  std::mutex mutex_;                 // guards pending_ (add() runs on the user's thread)
+  std::mutex mutex_;                 // guards pending_ (add() runs on the user's thread) and
+                                     // orders the park handshake (parkCv_)
   std::vector<Connector*> pending_;  // added, not yet picked up by the loop
   std::atomic<bool> havePending_{false};
   std::atomic<int> hostBatches_{0};  // host batches running now (their executors are engine)

@@ -152,13 +152,16 @@ inline bool offerRecvStep(ConnFifo* f, uint64_t step, char* dst, int64_t bytes) 
   return __atomic_compare_exchange_n(&f->claims[slot], &seen, claimValue(step, kClaimByConsumer),
                                      false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
+#endif
 
 /// Receive side, host consumer: the steps below `end` may be staged in the slots (they feed a
-/// reduction or a forward, which read the slot). Only the consumer writes `staged`.
-inline void allowStaging(ConnFifo* f, uint64_t end) {
+/// reduction or a forward, which read the slot). Only the consumer writes `staged`. (Host
+/// only, like the offers: kernels never decide, see receiveDestination.)
+TCCL_HOST_DEVICE inline void allowStaging(ConnFifo* f, uint64_t end) {
+#if !defined(__CUDA_ARCH__)
   if (end > f->staged) __atomic_store_n(&f->staged, end, __ATOMIC_RELEASE);
-}
 #endif
+}
 
 /// Direct receive, consumer side: the offers of one receive of `bytes` into `dst`, made ahead
 /// step by step (a pre-posted receive). Steps are cut as the primitives cut them: `stepBytes`

@@ -110,7 +110,7 @@ class Primitives {
     RecvOffers offers{recvStep_};  // a direct receive's offers (fifo.h)
     // Any other receive on the host reads the slot: steps up to this call's last may be staged.
     const bool stagedRecv = Backend::kDirect && doRecv && !directRecv && recv_->direct;
-    const uint64_t endStep = stagedRecv ? recvStep_ + (n + stepElems - 1) / stepElems : 0;
+    const uint64_t endStep = recvStep_ + (n + stepElems - 1) / stepElems;  // this call's last + 1
     for (size_t off = 0; off < n; off += stepElems) {
       const size_t m = (n - off < stepElems) ? n - off : stepElems;
       const T* recvSlot = nullptr;
@@ -127,8 +127,8 @@ class Primitives {
           landed = offers.landed(recvStep_);
         }
         if (stagedRecv) {
-          const uint64_t ahead = recvStep_ + kNSteps;
-          allowSlot(ahead < endStep ? ahead : endStep);
+          const uint64_t ahead = recvStep_ + kNSteps;  // the FIFO holds no more than this
+          allowStaging(recv_->fifo, ahead < endStep ? ahead : endStep);
         }
         // Protocol step 1 (consumer): wait until the producer has published this step.
         if (!be_.waitAtLeast(&recv_->fifo->tail, recvStep_ + 1, &recv_->fifo->closed)) {
@@ -177,13 +177,6 @@ class Primitives {
       return fail(loadFlag(&send_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
     }
     return true;
-  }
-
-  /// Staged receive, consumer side: the steps below `end` may go to the slots (allowStaging).
-  TCCL_HOST_DEVICE void allowSlot(uint64_t end) {
-#if !defined(__CUDA_ARCH__)
-    allowStaging(recv_->fifo, end);
-#endif
   }
 
   TCCL_HOST_DEVICE bool fail(uint32_t why) {

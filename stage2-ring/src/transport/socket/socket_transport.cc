@@ -187,7 +187,7 @@ tcclResult_t SocketSendComm::progress(tcclComm& comm, Connector& c, bool* didWor
       TCCL_CHECK(r.socks[0].trySend2(reinterpret_cast<const char*>(&r.header) + r.headerDone,
                                      headerLeft, slot + b, size_t(e - b), &n));
       if (n) *didWork = true;
-      const size_t h = n < headerLeft ? n : headerLeft;
+      const size_t h = std::min(n, headerLeft);
       r.headerDone += h;
       r.done[0] += n - h;  // what went beyond the header is socket 0's data
       if (r.headerDone < sizeof(r.header)) complete = false;
