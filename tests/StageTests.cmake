@@ -13,6 +13,7 @@
 #     then includes, when the file exists:
 #       tests/primitives/primitives_tests.cmake  for n >= 1   (FIFO primitives, host backend)
 #       tests/p2p/p2p_tests.cmake                for n >= 1   (grouped send/recv, P2P patterns)
+#       tests/trace/trace_tests.cmake            for n >= 1   (the step timeline, TCCL_TRACE_FILE)
 #       tests/ring/ring_tests.cmake              for n >= 2   (ring collectives)
 #       tests/errors/errors_tests.cmake          for n >= 2   (the error table, docs/errors.md)
 #       tests/soak/soak_tests.cmake              for n >= 2   (the soak, label "soak")
@@ -83,6 +84,7 @@ function(tccl_add_stage_tests)
   set(features
       1 primitives/primitives_tests.cmake
       1 p2p/p2p_tests.cmake
+      1 trace/trace_tests.cmake
       2 ring/ring_tests.cmake
       2 shim/shim_tests.cmake
       2 errors/errors_tests.cmake

@@ -14,8 +14,10 @@ TCCL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # tests use).
 TCCL_BUILD_PACKAGES=(build-essential cmake ninja-build openmpi-bin libopenmpi-dev libgtest-dev
   libgmock-dev pkg-config iproute2 python3)
-# ... plus what tools/test needs: the docs toolchain and clang for the fuzzers.
-TCCL_TEST_PACKAGES=("${TCCL_BUILD_PACKAGES[@]}" doxygen graphviz mkdocs mkdocs-material clang)
+# ... plus what tools/test needs: the docs toolchain, clang for the fuzzers, matplotlib for
+# tools/trace and tools/plot (their tests draw pictures).
+TCCL_TEST_PACKAGES=("${TCCL_BUILD_PACKAGES[@]}" doxygen graphviz mkdocs mkdocs-material clang
+  python3-matplotlib)
 
 banner() {
   local line="=================================================================================="

@@ -99,26 +99,6 @@ uint64_t parseSubsys(const char* s) {
   return invert ? ~mask : mask;
 }
 
-// TCCL_DEBUG_FILE: "%h" -> host name, "%p" -> pid, "%%" -> "%".
-std::string expandFileName(const char* pattern) {
-  std::string out;
-  for (const char* p = pattern; *p != '\0'; ++p) {
-    if (p[0] == '%' && p[1] == 'h') {
-      out += getHostName();
-      ++p;
-    } else if (p[0] == '%' && p[1] == 'p') {
-      out += std::to_string(getpid());
-      ++p;
-    } else if (p[0] == '%' && p[1] == '%') {
-      out += '%';
-      ++p;
-    } else {
-      out += *p;
-    }
-  }
-  return out;
-}
-
 // Reads the environment. Caller holds gMutex.
 void loadConfigLocked() {
   gLevel.store(parseLevel(getenv("TCCL_DEBUG")), std::memory_order_relaxed);
@@ -166,6 +146,25 @@ const char* levelName(LogLevel level) {
 }
 
 }  // namespace
+
+std::string expandFileName(const char* pattern) {
+  std::string out;
+  for (const char* p = pattern; *p != '\0'; ++p) {
+    if (p[0] == '%' && p[1] == 'h') {
+      out += getHostName();
+      ++p;
+    } else if (p[0] == '%' && p[1] == 'p') {
+      out += std::to_string(getpid());
+      ++p;
+    } else if (p[0] == '%' && p[1] == '%') {
+      out += '%';
+      ++p;
+    } else {
+      out += *p;
+    }
+  }
+  return out;
+}
 
 bool logEnabled(LogLevel level, uint64_t subsys) {
   ensureLoaded();

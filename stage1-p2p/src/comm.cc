@@ -30,6 +30,7 @@
 #include "executor.h"
 #include "fiber.h"
 #include "proxy.h"
+#include "trace.h"
 
 namespace {
 std::mutex registryMutex;
@@ -158,6 +159,7 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   me.cudaDev = comm->cudaDev;
   me.stage = TCCL_STAGE;
   me.buffSize = uint64_t(tcclParamBuffSize());
+  me.trace = traceEnabled() ? 1 : 0;
   cudaBusId(comm->cudaDev, me.busId, sizeof(me.busId));
   TCCL_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   TCCL_CHECK(checkPeers(comm));
@@ -169,6 +171,7 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   comm->devStatus = reinterpret_cast<uint32_t*>(static_cast<char*>(flag) + 64);
   static_assert(64 + kMaxWorkItems * sizeof(uint32_t) <= 4096, "status words must fit");
   if (mapped) TCCL_CHECK(eventCreate(&comm->lastLaunch));
+  TCCL_CHECK(traceCommInit(comm));
   TCCL_INFO(kInit, "comm %p rank %d nranks %d cudaDev %d busId %s%s%s", (void*)comm, comm->rank,
             comm->nranks, comm->cudaDev, me.busId, comm->name.empty() ? "" : " name ",
             comm->name.c_str());
@@ -216,6 +219,7 @@ tcclResult_t commFree(tcclComm* comm, bool abort) {
   }
   comm->connectors.clear();
   comm->bootstrap.reset();
+  traceCommDestroy(comm);
   eventDestroy(comm->lastLaunch);
   hostFree(const_cast<uint32_t*>(comm->abortFlag), comm->cudaDev >= 0);
   comm->magic = 0;

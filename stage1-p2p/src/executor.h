@@ -71,6 +71,10 @@ tcclResult_t finishHostBatch(tcclComm* comm, const WorkBatch& batch,
 /// GPU executor: launches the batch on `stream` after the comm's previous launch.
 tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch, cudaStream_t stream);
 
+/// Step timeline, GPU side (kernel.cu): measures how the GPU's %globaltimer relates to the
+/// host's clock (host = gpu + *offsetNs; the sample was read within +-*errNs).
+tcclResult_t traceCalibrateGpuClock(int64_t* offsetNs, int64_t* errNs);
+
 /// Converts an executor status code to a result, with a WARN naming the item's peer.
 tcclResult_t workStatusResult(uint32_t status, const WorkItem& item);
 

@@ -13,6 +13,7 @@
 #include "fiber.h"
 #include "host_backend.h"
 #include "proxy.h"
+#include "trace.h"
 
 namespace tccl {
 
@@ -79,7 +80,20 @@ struct NoProxy : Kickable {
 HostBackend hostBackend(tcclComm* comm) {
   static NoProxy noProxy;
   Kickable* proxy = comm->proxy.get();
-  return HostBackend{comm->abortFlag, &comm->progress, proxy ? proxy : &noProxy};
+  HostBackend be{comm->abortFlag, &comm->progress, proxy ? proxy : &noProxy};
+  if (comm->tracePid >= 0) {
+    be.traceSink = &traceRecordEmit;
+    be.tracePid = comm->tracePid;
+  }
+  return be;
+}
+
+/// The backend of item `i` of a batch: the shared one, with the item's own trace lane.
+HostBackend itemBackend(const tcclComm* comm, HostBackend be, int laneBase, const char* lane,
+                        int i) {
+  be.traceTid = laneBase + i;
+  traceLane(comm, be.traceTid, lane, i);
+  return be;
 }
 
 }  // namespace
@@ -96,8 +110,9 @@ tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<
   if (!comm->workers) comm->workers = std::make_unique<WorkerPool>(comm->rank);
   HostBackend be = hostBackend(comm);
   uint32_t* out = status->data();
-  comm->workers->start(batch.nItems, [be, &batch, out](int i) mutable {
-    out[i] = runWorkItem(be, batch, i);
+  comm->workers->start(batch.nItems, [comm, be, &batch, out](int i) {
+    HostBackend mine = itemBackend(comm, be, kTraceTidWorker, "worker", i);
+    out[i] = runWorkItem(mine, batch, i);
   });
   return tcclSuccess;
 }
@@ -117,8 +132,9 @@ tcclResult_t runItemsAsFibers(tcclComm* comm, const WorkBatch& batch,
   be.yield = &Fiber::yield;
   be.fiberTicks = &ticks;
   for (int i = 0; i < batch.nItems; i++) {
-    tcclResult_t res = fibers[i]->start([&be, &batch, &status, i] {
-      status[i] = runWorkItem(be, batch, i);
+    tcclResult_t res = fibers[i]->start([comm, &be, &batch, &status, i] {
+      HostBackend mine = itemBackend(comm, be, kTraceTidFiber, "fiber", i);
+      status[i] = runWorkItem(mine, batch, i);
     });
     // (No fiber has run yet: on failure there is nothing to unwind, and the next batch's
     // start() replaces the functions set here.)

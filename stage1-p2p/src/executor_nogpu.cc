@@ -16,4 +16,10 @@ tcclResult_t launchGpuBatch(tcclComm*, const WorkBatch&, cudaStream_t) {
   return tcclInvalidUsage;
 }
 
+// Without CUDA no communicator has a GPU: never reached.
+tcclResult_t traceCalibrateGpuClock(int64_t*, int64_t*) {
+  TCCL_WARN("no GPU clock to calibrate: this tccl was built without CUDA");
+  return tcclInvalidUsage;
+}
+
 }  // namespace tccl

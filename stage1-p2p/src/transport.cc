@@ -72,6 +72,8 @@ tcclResult_t allocConnectorFifo(tcclComm& comm, Connector& c) {
   c.conn->buff = base + header;
   c.conn->stepBytes = stepBytes;
   c.conn->step = 0;
+  c.conn->peer = c.peer;
+  c.conn->channel = c.channel;
   return tcclSuccess;
 }
 

@@ -19,6 +19,39 @@
 #include "group.h"
 #include "red_op.h"
 
+namespace tccl {
+
+const char* collName(WorkFunc f) {
+  switch (f) {
+    case WorkFunc::kAllReduce: return "AllReduce";
+    case WorkFunc::kAllGather: return "AllGather";
+    case WorkFunc::kReduceScatter: return "ReduceScatter";
+    case WorkFunc::kBroadcast: return "Broadcast";
+    case WorkFunc::kReduce: return "Reduce";
+    default: return "?";
+  }
+}
+
+const char* dtypeName(tcclDataType_t t) {
+  static const char* const kNames[] = {"int8",    "uint8",   "int32",   "uint32",  "int64",
+                                       "uint64",  "float16", "float32", "float64", "bfloat16"};
+  return unsigned(t) < sizeof(kNames) / sizeof(kNames[0]) ? kNames[t] : "?";
+}
+
+const char* redOpName(DevRedOp op) {
+  switch (op) {
+    case DevRedOp::kSum: return "sum";
+    case DevRedOp::kProd: return "prod";
+    case DevRedOp::kMax: return "max";
+    case DevRedOp::kMin: return "min";
+    case DevRedOp::kPreMulSum: return "premulsum";
+    case DevRedOp::kSumPostDiv: return "avg";
+  }
+  return "?";
+}
+
+}  // namespace tccl
+
 using namespace tccl;
 
 namespace {

@@ -31,6 +31,7 @@
 
 #include "core.h"
 #include "cuda_wrap.h"
+#include "device/trace_record.h"
 #include "progress_signal.h"
 #include "red_op.h"
 #include "tccl/common/bootstrap.h"
@@ -50,6 +51,7 @@ struct PeerInfo {
   int32_t cudaDev;      // -1: no GPU
   int32_t stage;        // TCCL_STAGE of the library: all ranks must run the same chapter
   uint64_t buffSize;    // TCCL_BUFFSIZE: all ranks must agree (FIFO steps must line up)
+  int32_t trace;        // TCCL_TRACE_FILE is set: every rank then helps measure clock offsets
   char busId[32];
 };
 
@@ -99,6 +101,15 @@ struct tcclComm {
   tccl::CudaEvent* lastLaunch = nullptr;
   bool haveLaunched = false;
   std::atomic<int> gpuOpsInFlight{0};  // the proxy polls instead of sleeping while > 0
+
+  // Operations issued so far, in issue order (their sequence numbers in traces).
+  uint64_t opCount = 0;
+  // Step timeline (trace.h): this rank's trace process (-1: tracing off); for the GPU, the
+  // per-block record buffers (mapped; allocated at the first traced launch) and the offset
+  // that turns %globaltimer into the host's clock.
+  int tracePid = -1;
+  tccl::TraceBuffer* traceBufs = nullptr;
+  int64_t traceGpuOffsetNs = 0;
 
   tccl::Connector* getConnector(int peer, int channel, bool isSend);
   /// Starts the proxy thread on first use (a communicator that never talks over the network,

@@ -48,6 +48,11 @@ struct CollTask {
   size_t count;  // elements (per rank for AllGather / ReduceScatter)
 };
 
+/// Names of a collective's parts, as logs and step traces show them (collectives.cc).
+const char* collName(WorkFunc f);          // "AllReduce"
+const char* dtypeName(tcclDataType_t t);   // "float32"
+const char* redOpName(DevRedOp op);        // "sum"
+
 /// Everything one communicator was asked to do in the current group.
 struct CommTasks {
   tcclComm* comm = nullptr;

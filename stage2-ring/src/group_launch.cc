@@ -30,6 +30,7 @@
 #include "executor.h"
 #include "group.h"
 #include "plan.h"
+#include "trace.h"
 
 namespace tccl {
 
@@ -139,6 +140,32 @@ tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
 
 namespace {
 
+/// The step timeline's "api" lane (trace.h): one span per operation of the group, from the
+/// launch to its end (for a GPU operation, to its enqueue: the GPU lanes show it run). Every
+/// operation gets its sequence number here, traced or not.
+void recordOps(CommTasks& t, bool onDevice, uint64_t t0) {
+  tcclComm* comm = t.comm;
+  const uint64_t t1 = comm->tracePid >= 0 ? traceNowNs() : 0;
+  for (const CollTask& c : t.colls) {  // the collectives phase runs first (plan_ring.cc)
+    const uint64_t seq = comm->opCount++;
+    const bool reduces = c.func != WorkFunc::kAllGather && c.func != WorkFunc::kBroadcast;
+    const bool rooted = c.func == WorkFunc::kBroadcast || c.func == WorkFunc::kReduce;
+    traceOp(comm,
+            TraceOp{collName(c.func), seq, int64_t(c.count),
+                    int64_t(c.count * typeSize(c.dtype)), dtypeName(c.dtype),
+                    reduces ? redOpName(c.op.op) : nullptr, rooted ? c.root : -1, -1, "ring",
+                    onDevice},
+            t0, t1);
+  }
+  for (const P2pTask& p : t.p2p) {
+    const uint64_t seq = comm->opCount++;
+    traceOp(comm,
+            TraceOp{p.isSend ? "Send" : "Recv", seq, int64_t(p.bytes), int64_t(p.bytes),
+                    nullptr, nullptr, -1, p.peer, "p2p", onDevice},
+            t0, t1);
+  }
+}
+
 /// After connecting: point each item at its connector's ConnInfo.
 void bindConnectors(Phase& phase) {
   for (auto& [index, c] : phase.itemConns) {
@@ -156,6 +183,8 @@ tcclResult_t runPhase(CommTasks& tasks, bool onDevice, Phase& phase, bool caller
   phase.batch.abortFlag = comm->abortFlag;
   if (onDevice) {
     phase.batch.status = comm->devStatus;
+    if (comm->tracePid >= 0 && comm->traceBufs == nullptr) TCCL_CHECK(traceAllocGpu(comm));
+    phase.batch.trace = comm->traceBufs;  // null unless tracing
     return launchGpuBatch(comm, phase.batch, tasks.stream);
   }
   if (comm->cudaDev >= 0) {
@@ -172,6 +201,7 @@ tcclResult_t runPhase(CommTasks& tasks, bool onDevice, Phase& phase, bool caller
 }  // namespace
 
 tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
+  const uint64_t t0 = traceEnabled() ? traceNowNs() : 0;
   std::vector<CommPlan> plans(comms.size());
   std::vector<PendingConnects> pending;
   for (size_t i = 0; i < comms.size(); i++) {
@@ -217,6 +247,7 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
       if (res == tcclSuccess) res = r;
     }
   }
+  for (size_t i = 0; i < plans.size(); i++) recordOps(comms[i], plans[i].onDevice, t0);
   return res;
 }
 

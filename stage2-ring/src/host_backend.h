@@ -23,7 +23,9 @@
 
 #include "device/fifo.h"
 #include "device/reduce_copy.h"
+#include "device/trace_record.h"
 #include "progress_signal.h"
+#include "tccl/common/trace.h"
 
 namespace tccl {
 
@@ -62,6 +64,11 @@ struct HostBackend {
   // scheduler that the round was not idle.
   void (*yield)() = nullptr;
   uint64_t* fiberTicks = nullptr;
+  // Step timeline (trace.h): where this item's records go (traceRecordEmit), and its lane;
+  // no sink: tracing is off. (A pointer, so that this header needs nothing linked in.)
+  void (*traceSink)(int pid, int tid, const TraceRecord& r, int64_t offsetNs) = nullptr;
+  int tracePid = -1;
+  int traceTid = 0;
 
   bool leader() const { return true; }
   void sync() const {}
@@ -111,6 +118,10 @@ struct HostBackend {
       proxy->waitForProgress(*progress, seen, 1000);
     }
   }
+
+  bool tracing() const { return traceSink != nullptr; }
+  uint64_t traceNow() const { return traceSink != nullptr ? traceNowNs() : 0; }
+  void traceEmit(const TraceRecord& r) const { traceSink(tracePid, traceTid, r, 0); }
 
   bool passed() const {
     if (fiberTicks != nullptr) ++*fiberTicks;

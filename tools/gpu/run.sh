@@ -7,7 +7,7 @@
 # source tree is present in .nccl-tests/ (fetched separately, never committed), builds it
 # against the real NCCL and against tccl's nccl.h shim and runs both side by side.
 #
-# Usage: tools/gpu/run.sh [build] [test] [ncclt] [bench]   (default: all four)
+# Usage: tools/gpu/run.sh [build] [test] [ncclt] [bench] [trace]   (default: all five)
 # Environment: OUT (where logs go; default ./gpu-out), TCCL_GPU_NP (default "2 4"),
 #              TCCL_GPU_CTEST_REGEX (extra ctest -R filter), TCCL_GPU_CTEST_EXCLUDE (ctest -LE
 #              labels, e.g. soak), TCCL_GPU_COUNT=0 (skip the device-case counts), NCCL_HOME (real NCCL; default:
@@ -25,7 +25,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 NP_LIST=${TCCL_GPU_NP:-"2 4"}
 STEPS=("$@")
-((${#STEPS[@]})) || STEPS=(build test ncclt bench)
+((${#STEPS[@]})) || STEPS=(build test ncclt bench trace)
 want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
 log() { echo "== $(date +%T) $*"; }
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
@@ -65,7 +65,8 @@ if want test; then
 fi
 
 if want ncclt && [[ -d .nccl-tests ]]; then
-  NCCL_HOME=${NCCL_HOME:-$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null)}
+  # nvidia.nccl is a namespace package (its __file__ is None): take its first path entry.
+  NCCL_HOME=${NCCL_HOME:-$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)}
   log "nccl-tests: real NCCL at $NCCL_HOME; tccl shim from $BUILD"
   NB=$ROOT/ncclt-build  # not under $OUT: only logs come back
   bash tools/nccl-tests.sh --out "$NB" --nccl-home "$NCCL_HOME" --tccl-build "$BUILD" .nccl-tests \
@@ -113,5 +114,27 @@ if want bench; then
         "$perf" -t "$t" -m device -b 1K -e 64M -f 8 -n 5 -w 2 2>&1 | tail -12 | tee -a "$OUT/bench.log"
     done
   done
+fi
+if want trace; then
+  # The step timeline on device buffers: the trace tests (tools/trace check: complete and
+  # causal), then traces of a 2-rank send/recv and ring all-reduce kept in $OUT, with the GPU
+  # clock calibration the INIT log reports.
+  log "trace tests on device buffers"
+  (cd "$BUILD" && TCCL_TEST_MEM=device ctest -L trace --timeout 120 --output-on-failure \
+    >"$OUT/ctest-trace.log" 2>&1)
+  tail -3 "$OUT/ctest-trace.log"
+  grep -E "trace check:|Failed|Timeout" "$OUT/ctest-trace.log" | head -12
+  perf=$BUILD/stage2-ring/bench/tccl_perf
+  for t in sendrecv allreduce; do
+    rm -rf "$OUT/trace-$t" && mkdir -p "$OUT/trace-$t"
+    TCCL_TRACE_FILE=$OUT/trace-$t/trace.%h.%p TCCL_DEBUG=INFO TCCL_DEBUG_SUBSYS=INIT \
+      timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+      -x TCCL_TRACE_FILE -x TCCL_DEBUG -x TCCL_DEBUG_SUBSYS \
+      "$perf" -t "$t" -m device -b 4M -e 4M -n 2 -w 0 2>&1 | grep -E "trace:|^ +[0-9]" | head -8
+    python3 tools/trace check --ranks 2 "$OUT"/trace-$t/trace.* | tail -4
+    python3 tools/trace summary "$OUT"/trace-$t/trace.* 2>&1 | head -12
+  done
+  # One file back instead of four (the device tool returns at most 8).
+  tar czf "$OUT/traces.tgz" -C "$OUT" trace-sendrecv trace-allreduce && rm -rf "$OUT"/trace-*/
 fi
 log "done"

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "device/fifo.h"
+#include "device/trace_record.h"
 
 namespace tccl {
 
@@ -75,6 +76,7 @@ struct WorkBatch {
   int32_t nElems;
   const volatile uint32_t* abortFlag;  // raised by the proxy or tcclCommAbort
   uint32_t* status;                    // nItems entries, zeroed before the launch
+  TraceBuffer* trace;                  // GPU step timeline: one per item; null when off
   WorkItem items[kMaxWorkItems];
   WorkElem elems[kMaxWorkElems];
 };

@@ -18,6 +18,7 @@
 
 #include "device/fifo.h"
 #include "device/reduce_copy.h"
+#include "device/trace_record.h"
 
 namespace tccl {
 
@@ -25,8 +26,28 @@ struct DeviceBackend {
   /// Device buffers cannot be handed to a host proxy: every step is staged in the FIFO.
   static constexpr bool kDirect = false;
   const volatile uint32_t* abortFlag;
+  // Step timeline (device/trace_record.h): this block's record buffer, null when tracing is off; the
+  // leader counts its records here and the kernel stores the count once at the end (one
+  // write to mapped host memory instead of one read-modify-write per record).
+  TraceBuffer* trace = nullptr;
+  uint32_t traceCount = 0;
 
   __device__ bool leader() const { return threadIdx.x == 0; }
+
+  __device__ bool tracing() const { return trace != nullptr; }
+  /// The GPU's global nanosecond timer (the host converts it after the kernel).
+  __device__ uint64_t traceNow() const {
+    if (trace == nullptr) return 0;
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  }
+  /// The leader appends the record (the oldest is overwritten when the buffer is full).
+  __device__ void traceEmit(const TraceRecord& r) {
+    if (!leader()) return;
+    trace->recs[traceCount % kTraceRecsPerBlock] = r;
+    traceCount++;
+  }
   __device__ void sync() const { __syncthreads(); }
 
   /// Waits until *counter >= value. Only the leader polls (one PCIe/NVLink read per poll, not

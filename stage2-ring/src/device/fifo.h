@@ -97,6 +97,8 @@ struct ConnInfo {
   uint64_t stepBytes;  // bytes per slot; the same on every rank (TCCL_BUFFSIZE / kNSteps)
   uint64_t step;       // next step this side will produce or consume
   uint32_t direct;     // the transport accepts direct (user-buffer) steps from a host executor
+  int32_t peer;        // the rank at the other end, and the channel: names the connection in
+  int32_t channel;     // step traces (trace.h)
 };
 
 // ---- Memory ordering helpers ---------------------------------------------------------------

@@ -25,6 +25,12 @@
  * written there (one write instead of two), and a receive without a reduction (recv,
  * recvCopySend) pre-posts dst, so a forwarded step goes from socket to dst to socket untouched.
  *
+ * With TCCL_TRACE_FILE set, each call and each of its steps leaves a record (device/trace_record.h):
+ * the waits, the copy or reduction, the call as a whole with the chunk index the algorithm
+ * gave with chunk(c). The records of a step are taken at the protocol's edges -- a wait ends
+ * right after the counter was seen, a data movement right before tail is published -- so the
+ * timeline shows the FIFO protocol itself.
+ *
  * Invariants: matching calls on the two ends of a connection move the same element counts, so
  * both cut the same steps; after the first failure (abort, size mismatch) every later call
  * returns false at once, and finish() still writes the step counters back.
@@ -40,6 +46,7 @@
 #include <cstdint>
 
 #include "device/fifo.h"
+#include "device/trace_record.h"
 #include "device/work.h"
 
 namespace tccl {
@@ -52,26 +59,39 @@ class Primitives {
     // Every thread reads the persistent step counters; nobody writes them until finish().
     if (recv_) recvStep_ = recv_->step;
     if (send_) sendStep_ = send_->step;
+    if (be_.tracing()) {  // who is at the ends, for the records (trace.h)
+      recvPeer_ = recv_ ? int16_t(recv_->peer) : -1;
+      sendPeer_ = send_ ? int16_t(send_->peer) : -1;
+      channel_ = int16_t(recv_ ? recv_->channel : send_ ? send_->channel : 0);
+    }
+  }
+
+  /// Names the algorithm's chunk that the next call moves (shown in step traces only).
+  TCCL_HOST_DEVICE Primitives& chunk(int c) {
+    chunk_ = c;
+    return *this;
   }
 
   TCCL_HOST_DEVICE bool send(const T* src, size_t n) {
-    return op(src, nullptr, n, false, true, false);
+    return op(TraceWhat::kSend, src, nullptr, n, false, true, false);
   }
-  TCCL_HOST_DEVICE bool recv(T* dst, size_t n) { return op(nullptr, dst, n, true, false, false); }
+  TCCL_HOST_DEVICE bool recv(T* dst, size_t n) {
+    return op(TraceWhat::kRecv, nullptr, dst, n, true, false, false);
+  }
   TCCL_HOST_DEVICE bool copySend(const T* src, T* dst, size_t n) {
-    return op(src, dst, n, false, true, false);
+    return op(TraceWhat::kCopySend, src, dst, n, false, true, false);
   }
   TCCL_HOST_DEVICE bool recvCopySend(T* dst, size_t n) {
-    return op(nullptr, dst, n, true, true, false);
+    return op(TraceWhat::kRecvCopySend, nullptr, dst, n, true, true, false);
   }
   TCCL_HOST_DEVICE bool recvReduceSend(const T* src, size_t n) {
-    return op(src, nullptr, n, true, true, false);
+    return op(TraceWhat::kRecvReduceSend, src, nullptr, n, true, true, false);
   }
   TCCL_HOST_DEVICE bool recvReduceCopy(const T* src, T* dst, size_t n, bool postOp = false) {
-    return op(src, dst, n, true, false, postOp);
+    return op(TraceWhat::kRecvReduceCopy, src, dst, n, true, false, postOp);
   }
   TCCL_HOST_DEVICE bool recvReduceCopySend(const T* src, T* dst, size_t n, bool postOp = false) {
-    return op(src, dst, n, true, true, postOp);
+    return op(TraceWhat::kRecvReduceCopySend, src, dst, n, true, true, postOp);
   }
 
   /// Writes the step counters back so the next operation on these connections continues
@@ -91,9 +111,11 @@ class Primitives {
   /// The one loop behind every primitive (NCCL's genericOp). `src` and `dst` are the user-side
   /// input and output (either may be null); doRecv/doSend say whether the FIFOs take part.
   /// With a received slot and a src, the two are combined with fn_; postOp applies post().
-  TCCL_HOST_DEVICE TCCL_NOINLINE bool op(const T* src, T* dst, size_t n, bool doRecv,
-                                         bool doSend, bool postOp) {
+  /// `prim` names the call in the step timeline.
+  TCCL_HOST_DEVICE TCCL_NOINLINE bool op(TraceWhat prim, const T* src, T* dst, size_t n,
+                                         bool doRecv, bool doSend, bool postOp) {
     if (status_ != kWorkOk) return false;
+    const uint64_t tCall = be_.traceNow();  // 0 when tracing is off (then nothing is recorded)
     ConnInfo* c = doSend ? send_ : recv_;
     const size_t stepElems = (c ? c->stepBytes : n * sizeof(T)) / sizeof(T);
     // Direct mode (fifo.h) for a pure send or a pure receive of plain data on the host.
@@ -116,6 +138,7 @@ class Primitives {
       const T* recvSlot = nullptr;
       T* sendSlot = nullptr;
       bool landed = false;  // a direct receive: the proxy wrote straight into dst
+      uint64_t t = be_.traceNow();
       if (doRecv) {
         const int slot = int(recvStep_ % kNSteps);
         if (directRecv) {
@@ -134,6 +157,8 @@ class Primitives {
         if (!be_.waitAtLeast(&recv_->fifo->tail, recvStep_ + 1, &recv_->fifo->closed)) {
           return fail(loadFlag(&recv_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
         }
+        traceStep(TraceWhat::kWaitRecv, t, recvStep_, kTraceNoStep, 0);
+        t = be_.traceNow();
         // The size was written before tail (release) and tail was read with acquire: it is
         // the producer's value for this step.
         if (recv_->fifo->sizes[slot] != int64_t(m * sizeof(T))) return fail(kWorkSizeMismatch);
@@ -147,6 +172,8 @@ class Primitives {
             !be_.waitAtLeast(&send_->fifo->head, sendStep_ + 1 - kNSteps, &send_->fifo->closed)) {
           return fail(loadFlag(&send_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
         }
+        traceStep(TraceWhat::kWaitSend, t, kTraceNoStep, sendStep_, 0);
+        t = be_.traceNow();
         const int slot = int(sendStep_ % kNSteps);
         sendSlot = reinterpret_cast<T*>(send_->buff + slot * send_->stepBytes);
         // Direct: the proxy sends from the user buffer; otherwise from the slot.
@@ -162,6 +189,12 @@ class Primitives {
         T* d1 = (dst && sendSlot) ? sendSlot : nullptr;
         be_.reduceCopy(recvSlot, userIn, d0, d1, m, fn_, postOp);
       }
+      // Traced before tail moves: the consumer can only see this step later.
+      traceStep(landed || directSend ? TraceWhat::kDirect
+                : (recvSlot && src)  ? TraceWhat::kReduce
+                                     : TraceWhat::kCopy,
+                t, doRecv ? recvStep_ : kTraceNoStep, doSend ? sendStep_ : kTraceNoStep,
+                int64_t(m * sizeof(T)));
       // Step 3: publish. The producer records the size, then moves tail (the backend fences so
       // the slot and size are visible first); the consumer frees the slot by moving head.
       if (doSend) {
@@ -176,7 +209,35 @@ class Primitives {
         !be_.waitAtLeast(&send_->fifo->head, sendStep_, &send_->fifo->closed)) {
       return fail(loadFlag(&send_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
     }
+    if (be_.tracing()) {
+      TraceRecord r = record(prim, tCall, kTraceNoStep, kTraceNoStep, int64_t(n * sizeof(T)));
+      r.chunk = chunk_;
+      be_.traceEmit(r);
+    }
+    chunk_ = -1;
     return true;
+  }
+
+  /// A record of this call or one of its steps, from t0 until now.
+  TCCL_HOST_DEVICE TraceRecord record(TraceWhat what, uint64_t t0, uint64_t recvStep,
+                                      uint64_t sendStep, int64_t bytes) {
+    TraceRecord r;
+    r.t0 = t0;
+    r.t1 = be_.traceNow();
+    r.recvStep = recvStep;
+    r.sendStep = sendStep;
+    r.bytes = bytes;
+    r.chunk = -1;
+    r.recvPeer = recvPeer_;
+    r.sendPeer = sendPeer_;
+    r.channel = channel_;
+    r.what = uint8_t(what);
+    return r;
+  }
+
+  TCCL_HOST_DEVICE void traceStep(TraceWhat what, uint64_t t0, uint64_t recvStep,
+                                  uint64_t sendStep, int64_t bytes) {
+    if (be_.tracing()) be_.traceEmit(record(what, t0, recvStep, sendStep, bytes));
   }
 
   TCCL_HOST_DEVICE bool fail(uint32_t why) {
@@ -191,6 +252,9 @@ class Primitives {
   uint64_t recvStep_ = 0;
   uint64_t sendStep_ = 0;
   uint32_t status_ = kWorkOk;
+  // Step timeline only (set when tracing).
+  int32_t chunk_ = -1;
+  int16_t recvPeer_ = -1, sendPeer_ = -1, channel_ = 0;
 };
 
 }  // namespace tccl

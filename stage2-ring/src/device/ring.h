@@ -15,6 +15,9 @@
  * of size S/n, which is where busbw = algbw * 2(n-1)/n comes from. Broadcast and reduce are a
  * chain around the ring starting (ending) at the root.
  *
+ * Each call names its chunk (prims.chunk(c)), which only the step timeline uses: a trace of
+ * an all-reduce then shows chunk r-1 leaving rank r first and chunk r coming back reduced.
+ *
  * Pipelining: every collective walks its channel's share of the data in loops of n chunks of
  * at most chunkBytes; a primitive call cuts its chunk into FIFO steps, so rank r+1 forwards the
  * first step of a chunk while rank r is still sending the rest.
@@ -96,24 +99,24 @@ TCCL_HOST_DEVICE uint32_t ringAllReduce(Backend& be, const WorkItem& it, const R
     int c;
     // step 0: push data to the next rank
     c = s.mod(r - 1);
-    prims.send(in + l.off(c), l.len(c));
+    prims.chunk(c).send(in + l.off(c), l.len(c));
     // k-2 steps: reduce and copy to the next rank
     for (int j = 2; j < n; ++j) {
       c = s.mod(r - j);
-      prims.recvReduceSend(in + l.off(c), l.len(c));
+      prims.chunk(c).recvReduceSend(in + l.off(c), l.len(c));
     }
     // step k-1: reduce this buffer and the data received, which produces the final result for
     // chunk r: store it and push it to the next rank
     c = r;
-    prims.recvReduceCopySend(in + l.off(c), out + l.off(c), l.len(c), /*postOp=*/true);
+    prims.chunk(c).recvReduceCopySend(in + l.off(c), out + l.off(c), l.len(c), /*postOp=*/true);
     // k-2 steps: copy to the next rank
     for (int j = 1; j < n - 1; ++j) {
       c = s.mod(r - j);
-      prims.recvCopySend(out + l.off(c), l.len(c));
+      prims.chunk(c).recvCopySend(out + l.off(c), l.len(c));
     }
     // final copy from the FIFO to the destination
     c = s.mod(r + 1);
-    prims.recv(out + l.off(c), l.len(c));
+    prims.chunk(c).recv(out + l.off(c), l.len(c));
   }
   return prims.finish();
 }
@@ -128,11 +131,13 @@ TCCL_HOST_DEVICE uint32_t ringReduceScatter(Backend& be, const WorkItem& it, con
     const size_t len = minSize(s.chunk, s.end - off);
     auto block = [&](int b) { return in + size_t(b) * count + off; };
     // step 0: push block r-1 to the next rank
-    prims.send(block(s.mod(r - 1)), len);
+    prims.chunk(s.mod(r - 1)).send(block(s.mod(r - 1)), len);
     // k-2 steps: reduce and pass on
-    for (int j = 2; j < n; ++j) prims.recvReduceSend(block(s.mod(r - j)), len);
+    for (int j = 2; j < n; ++j) {
+      prims.chunk(s.mod(r - j)).recvReduceSend(block(s.mod(r - j)), len);
+    }
     // last step: block r is complete: it is ours
-    prims.recvReduceCopy(block(r), out + off, len, /*postOp=*/true);
+    prims.chunk(r).recvReduceCopy(block(r), out + off, len, /*postOp=*/true);
   }
   return prims.finish();
 }
@@ -147,11 +152,13 @@ TCCL_HOST_DEVICE uint32_t ringAllGather(Backend& be, const WorkItem& it, const R
     const size_t len = minSize(s.chunk, s.end - off);
     auto block = [&](int b) { return out + size_t(b) * count + off; };
     // step 0: our block goes into our output (a no-op in place) and to the next rank
-    prims.copySend(in + off, block(r), len);
+    prims.chunk(r).copySend(in + off, block(r), len);
     // k-2 steps: keep and pass on
-    for (int j = 1; j < n - 1; ++j) prims.recvCopySend(block(s.mod(r - j)), len);
+    for (int j = 1; j < n - 1; ++j) {
+      prims.chunk(s.mod(r - j)).recvCopySend(block(s.mod(r - j)), len);
+    }
     // last: block r+1 has come all the way round
-    prims.recv(block(s.mod(r + 1)), len);
+    prims.chunk(s.mod(r + 1)).recv(block(s.mod(r + 1)), len);
   }
   return prims.finish();
 }

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "tccl/result.h"
 
@@ -60,6 +61,10 @@ int logRank();
 const char* lastError();
 /// Clears the last error of this thread.
 void clearLastError();
+
+/// Expands a file-name pattern as TCCL_DEBUG_FILE does (and TCCL_TRACE_FILE): "%h" -> host
+/// name, "%p" -> pid, "%%" -> "%".
+std::string expandFileName(const char* pattern);
 
 /// Re-reads TCCL_DEBUG* (tests use it after setenv). Not thread-safe against concurrent logging.
 void resetLogConfig();

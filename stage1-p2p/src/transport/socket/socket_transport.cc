@@ -10,6 +10,7 @@
 #include <atomic>
 
 #include "comm.h"
+#include "trace.h"
 
 // Sockets per connection (NCCL: NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS).
 TCCL_PARAM(NSocksPerConn, "NSOCKS_PERCONN", 1)
@@ -36,6 +37,7 @@ struct SocketResources : ConnectorResources {
   int64_t header = 0;
   size_t headerDone = 0;
   size_t done[kMaxSocketsPerConn] = {};
+  uint64_t t0 = 0;  // step timeline: when this step started moving (set only when tracing)
 };
 
 SocketResources& res(Connector& c) { return static_cast<SocketResources&>(*c.resources); }
@@ -173,6 +175,7 @@ tcclResult_t SocketSendComm::progress(tcclComm& comm, Connector& c, bool* didWor
       r.data = lent ? lent : c.conn->buff + (step % kNSteps) * c.conn->stepBytes;
       r.headerDone = 0;
       std::fill(r.done, r.done + kMaxSocketsPerConn, 0);
+      if (comm.tracePid >= 0) r.t0 = traceNowNs();
     }
     const char* slot = r.data;
     bool complete = true;
@@ -208,6 +211,7 @@ tcclResult_t SocketSendComm::progress(tcclComm& comm, Connector& c, bool* didWor
     // The whole step is on the wire: free the slot for the executor (release: nothing of ours
     // reads the slot after this).
     r.active = false;
+    traceProxyStep(comm, c, step, r.size, r.t0);
     storeRelease(&fifo->head, step + 1);
     *didWork = true;
   }
@@ -306,6 +310,8 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
         return tcclSuccess;
       }
       TCCL_CHECK(rc);
+      // The step's first bytes arrived: it starts here on the timeline.
+      if (r.headerDone == 0 && n > 0 && comm.tracePid >= 0) r.t0 = traceNowNs();
       r.headerDone += n;
       if (n) *didWork = true;
       if (r.headerDone < sizeof(r.header)) return tcclSuccess;
@@ -342,6 +348,7 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
     // bytes and the size once it sees the new tail.
     fifo->sizes[step % kNSteps] = r.size;
     r.active = false;
+    traceProxyStep(comm, c, step, r.size, r.t0);  // before tail: the consumer sees it later
     storeRelease(&fifo->tail, step + 1);
     *didWork = true;
   }

@@ -1,0 +1,41 @@
+# tests/trace/trace_tests.cmake: the step-timeline tests (stage 1 and every later stage).
+#
+# Included by tccl_add_stage_tests (tests/StageTests.cmake) once per stage. Each test runs one
+# case of trace_test.cc with TCCL_TRACE_FILE pointing into a directory of its own in the build
+# tree; rank 0 then runs tools/trace check on the files of every rank. Labels: stage<N>, trace.
+#
+#   trace_sendrecv   a 4 MiB send/recv ring, twice (2 and 3 ranks): complete and causal
+#   trace_allreduce  a 4 MiB ring all-reduce (stage 2 on; 3 ranks, and 4)
+#   trace_bounded    TCCL_TRACE_EVENTS=16: bounded, drops counted, the file still valid
+#   trace_unwritable a directory that does not exist: a WARN, the operations succeed
+#
+# Added in: stage 1 (observability).
+
+set(_trace_labels ${TCCL_STAGE_LABEL} trace)
+set(_trace_exe ${TCCL_STAGE_PREFIX}test_trace)
+tccl_stage_test_executable(${_trace_exe} SOURCES ${CMAKE_CURRENT_LIST_DIR}/trace_test.cc)
+target_compile_definitions(${_trace_exe} PRIVATE
+  TCCL_TOOLS_DIR="${CMAKE_CURRENT_LIST_DIR}/../../tools")
+
+# _tccl_trace_test(<name> <np> <gtest case> [ENV...]): one case, its own trace directory.
+function(_tccl_trace_test name np filter)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/${TCCL_STAGE_PREFIX}${name}.np${np})
+  tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}${name} NP ${np}
+    COMMAND ${_trace_exe} --gtest_filter=Trace.${filter}
+    LABELS ${_trace_labels} TIMEOUT 120
+    ENVIRONMENT TCCL_TRACE_FILE=${dir}/trace.%h.%p TCCL_TRACE_TEST_DIR=${dir} ${ARGN})
+endfunction()
+
+foreach(np 2 3)
+  _tccl_trace_test(trace_sendrecv ${np} SendRecvPipelineIsCompleteAndCausal)
+endforeach()
+if(TCCL_STAGE_NUM GREATER_EQUAL 2)
+  foreach(np 3 4)
+    _tccl_trace_test(trace_allreduce ${np} RingAllReduceIsCompleteAndCausal)
+  endforeach()
+endif()
+_tccl_trace_test(trace_bounded 2 EventsAreBoundedAndDropsAreCounted TCCL_TRACE_EVENTS=16)
+tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}trace_unwritable NP 2
+  COMMAND ${_trace_exe} --gtest_filter=Trace.UnwritableFileIsAWarningNotAFailure
+  LABELS ${_trace_labels} TIMEOUT 60
+  ENVIRONMENT TCCL_TRACE_FILE=/nonexistent-tccl-dir/trace.%p)
