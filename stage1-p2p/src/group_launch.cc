@@ -91,6 +91,7 @@ tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
   if (plan.tasks->p2p.empty()) return tcclSuccess;
   std::map<int, std::vector<WorkElem>> sends, recvs;
   std::vector<const P2pTask*> selfSends, selfRecvs;
+  // >>> exercise 1.2: a group's operations become per-peer lists
   for (const P2pTask& p : plan.tasks->p2p) {
     if (p.bytes == 0) continue;  // NCCL semantics: nothing moves, on either side
     if (p.peer == comm->rank) {
@@ -101,6 +102,7 @@ tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
       recvs[p.peer].push_back(p2pElem(WorkFunc::kRecv, nullptr, p.recvbuff, p.bytes));
     }
   }
+  // <<< exercise 1.2
   if (selfSends.size() != selfRecvs.size()) {
     TCCL_WARN("rank %d: %zu send(s) to itself but %zu receive(s) from itself in one group",
               comm->rank, selfSends.size(), selfRecvs.size());
@@ -133,18 +135,22 @@ tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
 namespace {
 
 /// The step timeline's "api" lane (trace.h): one span per operation of the group, from the
-/// launch to its end (for a GPU operation, to its enqueue: the GPU lanes show it run). Every
-/// operation gets its sequence number here, traced or not.
+/// launch until it is done (on the GPU: until the stream has passed the group's kernels).
+/// Every operation gets its sequence number here, traced or not.
 void recordOps(CommTasks& t, bool onDevice, uint64_t t0) {
   tcclComm* comm = t.comm;
-  const uint64_t t1 = comm->tracePid >= 0 ? traceNowNs() : 0;
-  for (const P2pTask& p : t.p2p) {
-    const uint64_t seq = comm->opCount++;
-    traceOp(comm,
-            TraceOp{p.isSend ? "Send" : "Recv", seq, int64_t(p.bytes), int64_t(p.bytes),
-                    nullptr, nullptr, -1, p.peer, "p2p", onDevice},
-            t0, t1);
+  if (comm->tracePid < 0) {  // the hot path: numbers only, nothing allocated
+    comm->opCount += t.p2p.size();
+    return;
   }
+  std::vector<TraceOp> ops;
+  for (const P2pTask& p : t.p2p) {
+    ops.push_back(TraceOp{p.isSend ? "Send" : "Recv", comm->opCount++, int64_t(p.bytes),
+                          int64_t(p.bytes), nullptr, nullptr, -1, p.peer, "p2p", onDevice});
+  }
+  if (onDevice) return traceOpsOnStream(comm, t.stream, std::move(ops), t0);
+  const uint64_t t1 = traceNowNs();
+  for (const TraceOp& op : ops) traceOp(comm, op, t0, t1);
 }
 
 /// After connecting: point each item at its connector's ConnInfo.

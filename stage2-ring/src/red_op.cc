@@ -49,6 +49,7 @@ tcclResult_t resolveRedOp(tcclComm* comm, const char* call, tcclRedOp_t op,
     case tcclMax: out->op = DevRedOp::kMax; return tcclSuccess;
     case tcclMin: out->op = DevRedOp::kMin; return tcclSuccess;
     case tcclAvg:
+      // >>> exercise 2.3: tcclAvg and premulsum as device ops
       if (isFloatType(dtype)) {
         // Scale each input by 1/n as it enters, then sum: the result never overflows where the
         // plain sum would, at the price of rounding the scaled inputs (NCCL does the same).
@@ -59,9 +60,11 @@ tcclResult_t resolveRedOp(tcclComm* comm, const char* call, tcclRedOp_t op,
         out->arg = valueBits(dtype, comm->nranks);
       }
       return tcclSuccess;
+      // <<< exercise 2.3
     default:
       break;
   }
+  // >>> exercise 2.3: tcclAvg and premulsum as device ops
   const int index = int(op) - int(tcclNumOps);
   TCCL_ARG_CHECK(index >= 0 && index < int(comm->userRedOps.size()) && comm->userRedOps[index].live,
                  "%s: invalid reduction operation %d", call, int(op));
@@ -73,6 +76,7 @@ tcclResult_t resolveRedOp(tcclComm* comm, const char* call, tcclRedOp_t op,
   out->arg = u.scalarBits;
   out->argPtr = u.scalarPtr;
   return tcclSuccess;
+  // <<< exercise 2.3
 }
 
 tcclResult_t applyRedOp(const RedOpChoice& choice, tcclDataType_t dtype, bool onDevice,

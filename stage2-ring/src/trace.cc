@@ -9,6 +9,7 @@
  */
 #include "trace.h"
 
+#include <memory>
 #include <string>
 
 #include "comm.h"
@@ -210,13 +211,14 @@ void traceRecordEmit(int pid, int tid, const TraceRecord& r, int64_t offsetNs) {
   traceRecord(e);
 }
 
-void traceOp(const tcclComm* comm, const TraceOp& op, uint64_t t0, uint64_t t1) {
-  if (comm->tracePid < 0) return;
+namespace {
+
+void emitOp(int pid, const TraceOp& op, uint64_t t0, uint64_t t1) {
   // One name per operation kind ("AllReduce"), all with the same labels.
   TraceEvent e{};
   e.t0 = t0;
   e.t1 = t1;
-  e.pid = comm->tracePid;
+  e.pid = pid;
   e.tid = kTraceTidApi;
   e.name = traceName(op.name, "op",
                      {"seq", "count", "bytes", "$type", "$op", "root", "peer", "$algo"});
@@ -229,6 +231,40 @@ void traceOp(const tcclComm* comm, const TraceOp& op, uint64_t t0, uint64_t t1) 
   e.args[6] = argOr(op.peer, op.peer >= 0);
   e.args[7] = traceString(op.onDevice ? (std::string(op.algo) + " (GPU)").c_str() : op.algo);
   traceRecord(e);
+}
+
+/// What the host callback needs to record a group's GPU operations: copies, so that it does
+/// not depend on anything of the call that queued it.
+struct StreamOps {
+  int pid;
+  uint64_t t0;
+  std::vector<TraceOp> ops;
+};
+
+void streamOpsDone(void* arg) {
+  std::unique_ptr<StreamOps> p(static_cast<StreamOps*>(arg));
+  const uint64_t t1 = traceNowNs();
+  for (const TraceOp& op : p->ops) emitOp(p->pid, op, p->t0, t1);
+}
+
+}  // namespace
+
+void traceOp(const tcclComm* comm, const TraceOp& op, uint64_t t0, uint64_t t1) {
+  if (comm->tracePid >= 0) emitOp(comm->tracePid, op, t0, t1);
+}
+
+void traceOpsOnStream(tcclComm* comm, cudaStream_t stream, std::vector<TraceOp> ops,
+                      uint64_t t0) {
+  if (comm->tracePid < 0 || ops.empty()) return;
+  auto* p = new StreamOps{comm->tracePid, t0, std::move(ops)};
+  if (launchHostFunc(stream, streamOpsDone, p) != tcclSuccess) {
+    delete p;  // (launchHostFunc warned) the spans are lost, the operations are not
+    return;
+  }
+  // tcclCommDestroy waits for lastLaunch before it writes the file: let it cover this
+  // callback too, so the group's spans are in the file. (Only when tracing: the next launch
+  // then also waits for the callback.)
+  eventRecord(comm->lastLaunch, stream);
 }
 
 void traceProxyStep(const tcclComm& comm, const Connector& c, uint64_t step, int64_t bytes,

@@ -28,6 +28,7 @@
 #define TCCL_TRACE_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "core.h"
 #include "device/trace_record.h"
@@ -82,9 +83,13 @@ struct TraceOp {
   int root;          // -1: none
   int peer;          // -1: none
   const char* algo;  // "p2p", "ring", ...
-  bool onDevice;     // a GPU operation: the span is its enqueue; the GPU lanes show its run
+  bool onDevice;     // a GPU operation (see traceOpsOnStream)
 };
 void traceOp(const tcclComm* comm, const TraceOp& op, uint64_t t0, uint64_t t1);
+/// GPU operations of one group, called at t0: their spans end when `stream` has passed the
+/// group's last kernel (a host callback queued behind it). Names in `ops` must be literals.
+void traceOpsOnStream(tcclComm* comm, cudaStream_t stream, std::vector<TraceOp> ops,
+                      uint64_t t0);
 
 /// One step the proxy moved over connector `c`, from t0 until now.
 void traceProxyStep(const tcclComm& comm, const Connector& c, uint64_t step, int64_t bytes,

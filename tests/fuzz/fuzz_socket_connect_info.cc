@@ -17,9 +17,10 @@
  * picks our step size as 1 << (b % 64) (default 512 KiB, the default TCCL_BUFFSIZE / 8).
  *
  * Built from the latest stage's sources (TCCL_FUZZ_STAGE, see CMakeLists.txt): socket_transport.cc
- * and common/. Its two other dependencies, allocConnectorFifo and freeConnectorFifo
- * (transport.cc, which would pull in the whole library), are never reached from the functions
- * fuzzed here; they are defined below to abort if that ever changes.
+ * and common/. Its other dependencies, allocConnectorFifo and freeConnectorFifo (transport.cc,
+ * which would pull in the whole library) and traceProxyStep (trace.cc, the step timeline), are
+ * never reached from the functions fuzzed here; they are defined below to abort if that ever
+ * changes.
  *
  * NCCL counterpart: none (NCCL trusts its peers' connect info).
  * Added in: reliability (tests/fuzz), for stage 2 and every later stage.
@@ -28,13 +29,15 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "trace.h"
 #include "transport.h"
 #include "transport/socket/socket_transport.h"
 
 namespace tccl {
-// Link seams: socket_transport.cc's setup()/free() call these; the fuzzer never does.
+// Link seams: socket_transport.cc's setup()/free()/progress() call these; the fuzzer never does.
 tcclResult_t allocConnectorFifo(tcclComm&, Connector&) { abort(); }
 void freeConnectorFifo(Connector&) { abort(); }
+void traceProxyStep(const tcclComm&, const Connector&, uint64_t, int64_t, uint64_t) { abort(); }
 }  // namespace tccl
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -22,6 +22,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -165,6 +166,31 @@ TEST(Trace, EventsAreBoundedAndDropsAreCounted) {
   // What is kept is still valid, with every rank; completeness cannot hold, and which events
   // survive depends on the executor (a GPU's records arrive after its operation's own).
   checkTrace("");
+}
+
+// Ranks on different hosts (simulated with TCCL_HOSTID) measure their clock offset to rank 0
+// over the bootstrap; rank 0's is 0 by definition. All ranks really share one clock here, so
+// a measured offset is pure measurement error: bounded by half a loopback round trip.
+TEST(Trace, ClockOffsetsAreMeasuredAcrossHosts) {
+  cleanTraceDir();
+  const std::string host = "tccl-trace-test-host-" + std::to_string(worldRank());
+  setenv("TCCL_HOSTID", host.c_str(), 1);
+  tcclComm_t comm = nullptr;
+  ASSERT_EQ(initComm(&comm), tcclSuccess) << tcclGetLastError(nullptr);
+  sendRecvRing(comm, size_t(64) << 10);
+  EXPECT_EQ(tcclCommDestroy(comm), tcclSuccess);
+  unsetenv("TCCL_HOSTID");
+  const std::string text = ownTraceFile();
+  const std::string key = "\"clockOffsetUs\":";
+  const size_t at = text.find(key);
+  ASSERT_NE(at, std::string::npos) << "no clockOffsetUs in the trace file";
+  const double offsetUs = std::strtod(text.c_str() + at + key.size(), nullptr);
+  if (worldRank() == 0) {
+    EXPECT_EQ(offsetUs, 0.0);
+  } else {
+    EXPECT_NE(offsetUs, 0.0) << "rank " << worldRank() << " measured no offset";
+    EXPECT_LT(std::abs(offsetUs), 1000.0) << "one clock, yet an offset of " << offsetUs << " us";
+  }
 }
 
 // Run with TCCL_TRACE_FILE in a directory that does not exist.

@@ -7,6 +7,7 @@
 #   trace_sendrecv   a 4 MiB send/recv ring, twice (2 and 3 ranks): complete and causal
 #   trace_allreduce  a 4 MiB ring all-reduce (stage 2 on; 3 ranks, and 4)
 #   trace_bounded    TCCL_TRACE_EVENTS=16: bounded, drops counted, the file still valid
+#   trace_hosts      ranks on "different hosts" (TCCL_HOSTID) measure clock offsets to rank 0
 #   trace_unwritable a directory that does not exist: a WARN, the operations succeed
 #
 # Added in: stage 1 (observability).
@@ -35,6 +36,7 @@ if(TCCL_STAGE_NUM GREATER_EQUAL 2)
   endforeach()
 endif()
 _tccl_trace_test(trace_bounded 2 EventsAreBoundedAndDropsAreCounted TCCL_TRACE_EVENTS=16)
+_tccl_trace_test(trace_hosts 3 ClockOffsetsAreMeasuredAcrossHosts)
 tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}trace_unwritable NP 2
   COMMAND ${_trace_exe} --gtest_filter=Trace.UnwritableFileIsAWarningNotAFailure
   LABELS ${_trace_labels} TIMEOUT 60

@@ -123,8 +123,9 @@ def op_window(run, key, ops, window=None):
     """The window to draw, (lo, hi) on the run's clock, and a note when it may be incomplete.
 
     Host ops: first rank's start to last rank's end (a host call returns when its data moved).
-    A GPU op's api span is only its enqueue: its kernel runs later on the GPU lanes, so the
-    window also covers the prim events tagged with the op's seq, where the trace has them."""
+    A GPU op's api span runs from the call until its stream has passed the group's kernels, so
+    it covers the GPU lanes' events too; prim events tagged with the op's seq, where a trace
+    has them, widen the window further."""
     lo, hi = min(e["ts"] for e in ops), max(end(e) for e in ops)
     note = ""
     if window is not None:
@@ -134,9 +135,6 @@ def op_window(run, key, ops, window=None):
     tagged = [e for e in prims if int_arg(e, "seq") == seq]
     if tagged:
         lo, hi = min(lo, min(e["ts"] for e in tagged)), max(hi, max(end(e) for e in tagged))
-    elif any("GPU" in str(arg(e, "algo", "")) for e in ops):
-        note = ("a GPU op: its api span is the enqueue only and the trace does not tie GPU "
-                "events to ops; widen the picture with --window")
     return lo, hi, note
 
 

@@ -153,6 +153,7 @@ class Primitives {
           const uint64_t ahead = recvStep_ + kNSteps;  // the FIFO holds no more than this
           allowStaging(recv_->fifo, ahead < endStep ? ahead : endStep);
         }
+        // >>> exercise 1.1: the consumer's wait and size check
         // Protocol step 1 (consumer): wait until the producer has published this step.
         if (!be_.waitAtLeast(&recv_->fifo->tail, recvStep_ + 1, &recv_->fifo->closed)) {
           return fail(loadFlag(&recv_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
@@ -162,6 +163,7 @@ class Primitives {
         // The size was written before tail (release) and tail was read with acquire: it is
         // the producer's value for this step.
         if (recv_->fifo->sizes[slot] != int64_t(m * sizeof(T))) return fail(kWorkSizeMismatch);
+        // <<< exercise 1.1
         recvSlot = reinterpret_cast<const T*>(recv_->buff + slot * recv_->stepBytes);
       }
       if (doSend) {

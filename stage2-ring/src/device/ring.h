@@ -96,6 +96,7 @@ TCCL_HOST_DEVICE uint32_t ringAllReduce(Backend& be, const WorkItem& it, const R
   const int r = s.rank, n = s.nranks;
   for (size_t base = s.begin; base < s.end; base += size_t(n) * s.chunk) {
     RingLoop l = ringLoop(s, base);
+    // >>> exercise 2.2: the ring all-reduce steps
     int c;
     // step 0: push data to the next rank
     c = s.mod(r - 1);
@@ -117,6 +118,7 @@ TCCL_HOST_DEVICE uint32_t ringAllReduce(Backend& be, const WorkItem& it, const R
     // final copy from the FIFO to the destination
     c = s.mod(r + 1);
     prims.chunk(c).recv(out + l.off(c), l.len(c));
+    // <<< exercise 2.2
   }
   return prims.finish();
 }
@@ -148,6 +150,7 @@ TCCL_HOST_DEVICE uint32_t ringAllGather(Backend& be, const WorkItem& it, const R
                                         size_t count, const T* in, T* out, Fn fn) {
   Primitives<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
   const int r = s.rank, n = s.nranks;
+  // >>> exercise 2.1: the ring all-gather loop
   for (size_t off = s.begin; off < s.end; off += s.chunk) {
     const size_t len = minSize(s.chunk, s.end - off);
     auto block = [&](int b) { return out + size_t(b) * count + off; };
@@ -160,6 +163,7 @@ TCCL_HOST_DEVICE uint32_t ringAllGather(Backend& be, const WorkItem& it, const R
     // last: block r+1 has come all the way round
     prims.chunk(s.mod(r + 1)).recv(block(s.mod(r + 1)), len);
   }
+  // <<< exercise 2.1
   return prims.finish();
 }
 

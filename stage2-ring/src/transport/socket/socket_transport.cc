@@ -330,6 +330,7 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
       if (r.data == nullptr) return tcclSuccess;
       *didWork = true;
     }
+    // >>> exercise 1.3: the socket proxy receives a step
     char* slot = r.data;
     bool complete = true;
     for (int i = 0; i < r.nsocks; i++) {
@@ -351,6 +352,7 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
     traceProxyStep(comm, c, step, r.size, r.t0);  // before tail: the consumer sees it later
     storeRelease(&fifo->tail, step + 1);
     *didWork = true;
+    // <<< exercise 1.3
   }
 }
 

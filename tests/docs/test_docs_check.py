@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""tests/docs/test_docs_check.py: the tests of tools/docs-check.
+
+What it is: unittest cases that run tools/docs-check on the samples in tests/docs/sample/ and
+check that it accepts the good page and rejects each bad one with a file:line message:
+a broken link, a missing anchor, a wrongly slugged anchor, a missing image, a failing
+runnable block, a hanging one, malformed markers, a block that writes into the repository.
+SlugTest also pins the slug rule against Python-Markdown's own toc.slugify when it is
+installed (python3-markdown, what MkDocs uses). RepoTest runs the link check on the real
+repository, so a broken link in the docs fails CTest.
+
+Usage: python3 -B test_docs_check.py --work DIR [unittest args, e.g. LinkTest]
+  DIR is a scratch folder (CTest gives the test's binary dir): the samples are copied there
+  into a fresh git repository, since the run check compares `git status` before and after.
+  Nothing is written outside DIR: TMPDIR points into it.
+Added in: the curriculum (tests/docs/).
+"""
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+TOOL = os.path.join(REPO, "tools", "docs-check")
+WORK = None
+
+
+def load_tool():
+    loader = importlib.machinery.SourceFileLoader("docs_check", TOOL)
+    spec = importlib.util.spec_from_loader("docs_check", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def make_root(name):
+    """A copy of the samples in WORK/name, as a git repository, with a fake built tree."""
+    root = os.path.join(WORK, name)
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(os.path.join(HERE, "sample"), root)
+    subprocess.run(["git", "init", "-q", root], check=True)
+    with open(os.path.join(root, ".gitignore"), "w") as f:
+        f.write("/build/\n")
+    os.makedirs(os.path.join(root, "build"))
+    open(os.path.join(root, "build", "CMakeCache.txt"), "w").close()
+    return root
+
+
+def docs_check(root, *args):
+    env = dict(os.environ, TMPDIR=WORK)
+    p = subprocess.run([sys.executable, "-B", TOOL, "--root", root] + list(args),
+                       capture_output=True, text=True, env=env, timeout=120)
+    return p.returncode, p.stdout + p.stderr
+
+
+class LinkTest(unittest.TestCase):
+    def setUp(self):
+        self.root = make_root("links")
+
+    def test_good_page_passes(self):
+        rc, out = docs_check(self.root, "links", "good.md")
+        self.assertEqual(rc, 0, out)
+
+    def test_external_links_are_listed(self):
+        rc, out = docs_check(self.root, "links", "--list-external", "good.md")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("good.md:11: https://github.com/NVIDIA/nccl", out)
+
+    def test_broken_links_fail_with_file_and_line(self):
+        rc, out = docs_check(self.root, "links", "broken-link.md")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("broken-link.md:3: broken link 'sub/gone.md'", out)
+        self.assertIn("broken-link.md:5: link 'sub/other.md#no-such-heading': no heading", out)
+        self.assertIn("broken-link.md:8: link 'sub/other.md#host-buffers-at-mpi-s-speed-"
+                      "direct-steps': no heading", out)
+        self.assertIn("broken-link.md:10: broken link 'sub/missing.png'", out)
+        self.assertIn("docs-check: 4 problems", out)
+
+    def test_bad_markers_fail(self):
+        rc, out = docs_check(self.root, "links", "bad-marker.md")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("bad-marker.md:3: runnable marker not on the line right before", out)
+        self.assertIn("bad-marker.md:10: a runnable block must be a sh/bash fence", out)
+        self.assertIn("bad-marker.md:14: malformed marker", out)
+
+    def test_missing_repo_paths_in_commands_fail(self):
+        rc, out = docs_check(self.root, "links", "bad-paths.md")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("bad-paths.md:6: command names tools/no-such-tool, which does not exist",
+                      out)
+        self.assertIn("docs-check: 1 problem", out)   # build/ paths are checked by run
+
+    def test_list_shows_only_marked_blocks(self):
+        rc, out = docs_check(self.root, "list", "good.md")
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(out.split("\n")[:2], ["good.md:23: test -f build/CMakeCache.txt",
+                                               "good.md:30: grep -q hello /tmp/hello.txt"])
+
+
+class RunTest(unittest.TestCase):
+    def setUp(self):
+        self.root = make_root("run")
+        self.build = os.path.join(self.root, "build")
+
+    def test_good_blocks_run_in_order_in_scratch(self):
+        rc, out = docs_check(self.root, "run", "--build", self.build, "good.md")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ran 2 runnable blocks", out)
+        scratch = os.path.join(self.build, "docs-check", "0-good", "hello.txt")
+        self.assertTrue(os.path.isfile(scratch), out)   # /tmp/hello.txt went to the scratch
+
+    def test_failing_block_fails(self):
+        rc, out = docs_check(self.root, "run", "--build", self.build, "failing-run.md")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("failing-run.md:4: runnable block exited 1: true", out)
+        self.assertNotIn("never reached", out)
+
+    def test_hanging_block_times_out(self):
+        rc, out = docs_check(self.root, "run", "--build", self.build, "timeout-run.md")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("timeout-run.md:4: runnable block timed out after 2s: sleep 30", out)
+
+    def test_block_writing_into_the_repo_fails(self):
+        rc, out = docs_check(self.root, "run", "--build", self.build, "writes-repo.md")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("writes-repo.md:4: runnable block wrote into the repository: "
+                      "stray-output.txt", out)
+
+    def test_missing_build_paths_in_commands_fail(self):
+        rc, out = docs_check(self.root, "run", "--build", self.build, "bad-paths.md")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("bad-paths.md:7: command names build/no/such/program, which the built "
+                      "tree", out)
+
+    def test_run_needs_a_built_tree(self):
+        rc, out = docs_check(self.root, "run", "--build", self.root, "good.md")
+        self.assertEqual(rc, 2, out)
+        self.assertIn("not a configured build tree", out)
+
+
+class SlugTest(unittest.TestCase):
+    CASES = {
+        # headings of this repository, with the ids `mkdocs build` gave them (checked 2026-11-25)
+        "Host buffers at MPI's speed: direct steps and the progress engine":
+            "host-buffers-at-mpis-speed-direct-steps-and-the-progress-engine",
+        "Chapter 2: ring collectives and the `nccl.h` shim":
+            "chapter-2-ring-collectives-and-the-ncclh-shim",
+        "Seeing it: step timelines and benchmark plots":
+            "seeing-it-step-timelines-and-benchmark-plots",
+        "float16 and bfloat16: the accuracy rule and what the tests accept":
+            "float16-and-bfloat16-the-accuracy-rule-and-what-the-tests-accept",
+        "Reductions: sum, prod, max, min, avg, premulsum":
+            "reductions-sum-prod-max-min-avg-premulsum",
+        "busbw / algbw": "busbw-algbw",
+        "Simple, LL and LL128 (protocols)": "simple-ll-and-ll128-protocols",
+    }
+
+    def test_known_slugs(self):
+        dc = load_tool()
+        for heading, slug in self.CASES.items():
+            self.assertEqual(dc.slugify(dc.heading_text(heading)), slug, heading)
+
+    def test_same_as_python_markdown(self):
+        try:
+            import markdown
+        except ImportError:
+            self.skipTest("python3-markdown is not installed")
+        dc = load_tool()
+        for heading in self.CASES:
+            html = markdown.markdown("# " + heading, extensions=["toc"])
+            got = html.split('id="', 1)[1].split('"', 1)[0]
+            self.assertEqual(dc.heading_ids(self._doc(heading))[0], got, heading)
+
+    def _doc(self, heading):
+        path = os.path.join(WORK, "slug.md")
+        with open(path, "w") as f:
+            f.write("# %s\n" % heading)
+        return load_tool().Doc(path, "slug.md")
+
+
+class RepoTest(unittest.TestCase):
+    def test_repository_links(self):
+        p = subprocess.run([sys.executable, "-B", TOOL, "links"], capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+
+def main():
+    global WORK
+    args = sys.argv[1:]
+    if "--work" not in args:
+        print("usage: test_docs_check.py --work DIR [unittest args]", file=sys.stderr)
+        return 2
+    i = args.index("--work")
+    WORK = os.path.realpath(args[i + 1])
+    del args[i:i + 2]
+    os.makedirs(WORK, exist_ok=True)
+    os.environ["TMPDIR"] = WORK
+    prog = unittest.main(argv=[sys.argv[0]] + args, exit=False)
+    return 0 if prog.result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

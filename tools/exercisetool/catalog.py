@@ -1,0 +1,124 @@
+"""tools/exercisetool/catalog.py: the exercises, one entry each.
+
+What it is: the table `tools/exercise` works from. Each entry names the chapter, the file that
+holds the solution region(s), the stub that replaces each region in a learner's copy, the
+grading tests and the targets they need. The solution itself lives only in the stage sources,
+between the markers (markers.py):
+
+    // >>> exercise 1.1: <title>
+    ... the solution ...
+    // <<< exercise 1.1
+
+Invariants: ids are "<chapter>.<n>", n counting from 1 in order of difficulty; an exercise has
+as many stubs as regions in its file, in file order; every stub prints "not implemented:
+exercise X.Y (<title>); see docs/exercises/X.Y.md" and makes the operation fail (an error
+status, never a hang or a crash); an exercise's grading tests need no later exercise of its
+chapter (the earlier ones they run are listed in `needs`), so a chapter can be solved in
+order; grading tests are CTest names in the stage's standalone build, written with "{p}" for
+the stage prefix ("s1_"), so an exercise of chapter 1 can also be graded in a later stage.
+`tools/exercise verify` proves both directions for every entry.
+Adding a chapter's exercises: markers in the stage's sources, entries here, a page each in
+docs/exercises/ (and a line in docs/exercises/index.md and mkdocs.yml's nav).
+
+NCCL counterpart: none. Added in: curriculum (exercises).
+"""
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+
+@dataclass
+class Exercise:
+    id: str                  # "1.2": chapter 1, exercise 2
+    title: str               # as in the begin marker
+    level: str               # easy | medium | hard
+    file: str                # relative to the stage directory
+    stubs: List[str]         # one per region: the failing statement(s), after the message
+    tests: List[str]         # CTest names, "{p}" = stage prefix ("s1_")
+    targets: List[str]       # build targets grading needs, "{p}" = stage prefix
+    device: bool = False     # region is __host__ __device__ code: message with printf
+    gtest_filter: str = ""   # GTEST_FILTER for the grading tests (GoogleTest reads it)
+    env: Dict[str, str] = field(default_factory=dict)  # more environment for the tests
+    needs: List[str] = field(default_factory=list)  # exercises the grading tests also run
+    page: str = field(default="")
+
+    @property
+    def chapter(self) -> int:
+        return int(self.id.split(".")[0])
+
+    def test_env(self) -> Dict[str, str]:
+        """What grading adds to the tests' environment (CTest passes it on to mpirun's ranks;
+        a test's own ENVIRONMENT property would win, and none sets these)."""
+        env = dict(self.env)
+        if self.gtest_filter:
+            env["GTEST_FILTER"] = self.gtest_filter
+        return env
+
+    def page_path(self) -> str:
+        return self.page or f"docs/exercises/{self.id}.md"
+
+    def message(self) -> str:
+        return f"not implemented: exercise {self.id} ({self.title}); see {self.page_path()}"
+
+
+LEVELS = ("easy", "medium", "hard")
+
+EXERCISES = [
+    # ---- chapter 1: grouped send/recv over sockets ----------------------------------------
+    Exercise(
+        id="1.1", title="the consumer's wait and size check", level="easy",
+        file="src/device/primitives.h", device=True,
+        stubs=["return fail(kWorkAborted);"],
+        # The unit test: no sockets, so it does not need 1.3. Fail-fast: on the stub a
+        # producer with more than 8 steps would wait for a slot forever (until CTest's 60 s);
+        # the first failing case, one element, ends the run instead.
+        tests=["{p}test_primitives"],
+        targets=["{p}test_primitives"], env={"GTEST_FAIL_FAST": "1"}),
+    Exercise(
+        id="1.2", title="a group's operations become per-peer lists", level="medium",
+        file="src/group_launch.cc",
+        stubs=["return tcclInternalError;"],
+        # One rank: every operation is with oneself, so no byte crosses a socket and 1.1 and
+        # 1.3 are not needed. The lists for other peers are graded again by 1.3's tests.
+        tests=["{p}p2p_patterns.np1", "{p}p2p_group.np1"],
+        targets=["{p}test_p2p_patterns", "{p}test_p2p_group"]),
+    Exercise(
+        id="1.3", title="the socket proxy receives a step", level="hard",
+        file="src/transport/socket/socket_transport.cc",
+        stubs=["__atomic_store_n(&fifo->closed, 1u, __ATOMIC_RELEASE);  // once per connection\n"
+               "return tcclInternalError;"],
+        # Three sockets per connection and small socket buffers (as p2p_patterns_multisock):
+        # steps split over sockets and arrive in many partial reads.
+        tests=["{p}p2p_patterns.np2", "{p}p2p_group.np2"],
+        targets=["{p}test_p2p_patterns", "{p}test_p2p_group"],
+        env={"TCCL_NSOCKS_PERCONN": "3", "TCCL_SOCKET_BUFFER": "4096"},
+        needs=["1.1", "1.2"]),
+    # ---- chapter 2: ring collectives ------------------------------------------------------
+    Exercise(
+        id="2.1", title="the ring all-gather loop", level="easy",
+        file="src/device/ring.h", device=True,
+        stubs=["(void)r, (void)n;  // remove once the loop uses them\nreturn kWorkAborted;"],
+        tests=["{p}ring_sweep.np2", "{p}ring_sweep.np3"],
+        targets=["{p}test_ring_sweep"], gtest_filter="*allgather*"),
+    Exercise(
+        id="2.2", title="the ring all-reduce steps", level="medium",
+        file="src/device/ring.h", device=True,
+        stubs=["(void)r, (void)l;  // remove once the steps use them\nreturn kWorkAborted;"],
+        tests=["{p}ring_sweep.np2", "{p}ring_sweep.np3", "{p}ring_sweep_smallfifo.np3"],
+        targets=["{p}test_ring_sweep"], gtest_filter="*allreduce*"),
+    Exercise(
+        id="2.3", title="tcclAvg and premulsum as device ops", level="hard",
+        file="src/red_op.cc",
+        stubs=["(void)isFloatType, (void)valueBits;  // remove once you use them\n"
+               "return tcclInternalError;",
+               "return tcclInternalError;"],
+        tests=["{p}ring_redop.np1", "{p}ring_redop.np2", "{p}ring_redop.np3"],
+        targets=["{p}test_ring_redop"],
+        needs=["2.2"]),  # its tests reduce with tcclAllReduce
+]
+
+
+def find(ex_id: str) -> Exercise:
+    for e in EXERCISES:
+        if e.id == ex_id:
+            return e
+    raise KeyError(ex_id)
