@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "p2p/p2p_patterns.h"  // initWorldComm
 #include "tccl.h"
 #include "tccl_test/harness.h"
 
@@ -44,14 +45,7 @@ std::string traceDir() {
 
 MemKind memKind() { return memKinds().back(); }  // device when TCCL_TEST_MEM asks for it
 
-tcclResult_t initComm(tcclComm_t* comm) {
-  tcclUniqueId id{};
-  tcclResult_t res = tcclSuccess;
-  if (worldRank() == 0) res = tcclGetUniqueId(&id);
-  if (!allRanksOk(res == tcclSuccess)) return res != tcclSuccess ? res : tcclSystemError;
-  bcast(&id, sizeof(id), 0);
-  return tcclCommInitRank(comm, worldSize(), id, worldRank());
-}
+tcclResult_t initComm(tcclComm_t* comm) { return p2p::initWorldComm(comm); }
 
 /// Rank 0 empties the trace directory before anything is recorded (the files of an earlier
 /// run have other pids in their names and would be checked too).

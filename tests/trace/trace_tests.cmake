@@ -15,6 +15,7 @@
 set(_trace_labels ${TCCL_STAGE_LABEL} trace)
 set(_trace_exe ${TCCL_STAGE_PREFIX}test_trace)
 tccl_stage_test_executable(${_trace_exe} SOURCES ${CMAKE_CURRENT_LIST_DIR}/trace_test.cc)
+target_include_directories(${_trace_exe} PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)
 target_compile_definitions(${_trace_exe} PRIVATE
   TCCL_TOOLS_DIR="${CMAKE_CURRENT_LIST_DIR}/../../tools")
 
