@@ -20,7 +20,7 @@ namespace tccl {
 
 namespace {
 
-// A bootstrap tag no other message uses (transport.cc's connection tags start at 0x1000).
+// A bootstrap tag no other message uses (transport.cc's connection tags start at 0x10000).
 constexpr uint32_t kClockTag = 0x7c10c;
 constexpr int kClockRounds = 16;
 

@@ -18,3 +18,17 @@ Added in: stage 1 (observability).
 
 class ToolError(Exception):
     """A problem with the user's input or command line: printed as one line, exit 2."""
+
+
+def read_input(path, what, binary=False):
+    """The contents of an input file; a missing or unreadable one is a ToolError naming `what`
+    the tool expected there ("a trace file", "a benchmark output")."""
+    try:
+        with open(path, "rb" if binary else "r", **({} if binary else {"errors": "replace"})) as f:
+            return f.read()
+    except FileNotFoundError:
+        raise ToolError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ToolError(f"{path}: is a directory, not {what}") from None
+    except OSError as e:
+        raise ToolError(f"{path}: cannot read: {e.strerror}") from None

@@ -27,7 +27,7 @@ Added in: stage 1 (observability).
 import os
 import re
 
-from . import ToolError
+from . import ToolError, read_input
 
 METRICS = {"busbw": "bus bandwidth (GB/s)", "algbw": "algorithm bandwidth (GB/s)",
            "time": "time per call (µs)"}
@@ -115,15 +115,7 @@ def _compare_row(fields):
 
 def parse_file(path):
     """The sections of one benchmark output file."""
-    try:
-        with open(path, errors="replace") as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        raise ToolError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ToolError(f"{path}: is a directory, not a benchmark output") from None
-    except OSError as e:
-        raise ToolError(f"{path}: cannot read: {e.strerror}") from None
+    lines = read_input(path, "a benchmark output").splitlines()
     sections = []
     cur = None
 

@@ -38,7 +38,7 @@ import json
 import math
 import os
 
-from . import ToolError
+from . import ToolError, read_input
 
 PID_STRIDE = 1000  # trace pid = PID_STRIDE * k + rank
 PROXY_TID = 1000  # lanes with tid >= this are proxy lanes (one per connection)
@@ -133,15 +133,7 @@ class Run:
 
 
 def _read_json(path):
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise ToolError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ToolError(f"{path}: is a directory, not a trace file") from None
-    except OSError as e:
-        raise ToolError(f"{path}: cannot read: {e.strerror}") from None
+    data = read_input(path, "a trace file", binary=True)
     if not data.strip():
         raise ToolError(f"{path}: empty file (did the process exit before writing its trace?)")
     try:
