@@ -17,6 +17,7 @@
 #       tests/ring/ring_tests.cmake              for n >= 2   (ring collectives)
 #       tests/errors/errors_tests.cmake          for n >= 2   (the error table, docs/errors.md)
 #       tests/soak/soak_tests.cmake              for n >= 2   (the soak, label "soak")
+#       tests/tree/tree_tests.cmake              for n >= 3   (trees, recursive doubling, tuning)
 #     A new chapter adds its line to the table in the function body.
 #     Calling it twice for the same n does nothing the second time: a stage built inside the
 #     whole tree may register its own tests, and tests/CMakeLists.txt then skips that stage.
@@ -88,7 +89,8 @@ function(tccl_add_stage_tests)
       2 ring/ring_tests.cmake
       2 shim/shim_tests.cmake
       2 errors/errors_tests.cmake
-      2 soak/soak_tests.cmake)
+      2 soak/soak_tests.cmake
+      3 tree/tree_tests.cmake)
   while(features)
     list(POP_FRONT features since fragment)
     if(TCCL_STAGE_NUM GREATER_EQUAL since AND EXISTS ${tests_dir}/${fragment})

@@ -114,6 +114,38 @@ EXERCISES = [
         tests=["{p}ring_redop.np1", "{p}ring_redop.np2", "{p}ring_redop.np3"],
         targets=["{p}test_ring_redop"],
         needs=["2.2"]),  # its tests reduce with tcclAllReduce
+    # ---- chapter 3: trees, recursive doubling and algorithm selection ---------------------
+    Exercise(
+        id="3.1", title="a node's parent and children", level="easy",
+        file="src/trees.cc",
+        stubs=["(void)bit;  // remove once you use it"],
+        # The stub leaves every rank but 0 a lone root. The grading test is a unit test of the
+        # shapes (no MPI, no collective): it checks every tree for n = 1..64 and fails at once.
+        tests=["{p}tree_shapes"],
+        targets=["{p}test_tree_shapes"]),
+    Exercise(
+        id="3.2", title="the tree's up half", level="medium",
+        file="src/device/tree.h", device=True,
+        stubs=["(void)leaf, (void)root, (void)s, (void)in, (void)out;  // remove once you use them\n"
+               "return kWorkAborted;"],
+        # Reduce on the tree runs the up half alone, so the stub fails without hanging
+        # (all-reduce's down half would wait for results that never come). 3 and 5 ranks:
+        # inner nodes with one child and with two, every root.
+        tests=["{p}tree_sweep.np3", "{p}tree_sweep.np5"],
+        # (tree_sweep sets TCCL_ALGO=tree itself.)
+        targets=["{p}test_ring_sweep"], gtest_filter="*/reduce_*",
+        needs=["3.1"]),  # the rooted trees are binaryTree relabelled
+    Exercise(
+        id="3.3", title="recursive doubling", level="hard",
+        file="src/device/rec_doubling.h", device=True,
+        stubs=["(void)c, (void)r, (void)p, (void)extra, (void)steps, (void)be, (void)in, (void)out,"
+               " (void)fn;  // remove once you use them\n"
+               "st = kWorkAborted;"],
+        # 3 ranks fold (n - p = 1), 4 exchange twice without folding; on the stub every rank's
+        # item fails at once, so nobody waits on a peer.
+        # (rd_sweep sets TCCL_ALGO=recdoubling itself: a test's ENVIRONMENT wins over ours.)
+        tests=["{p}rd_sweep.np3", "{p}rd_sweep.np4"],
+        targets=["{p}test_ring_sweep"], gtest_filter="*allreduce*"),
 ]
 
 

@@ -7,7 +7,9 @@
 # source tree is present in .nccl-tests/ (fetched separately, never committed), builds it
 # against the real NCCL and against tccl's nccl.h shim and runs both side by side.
 #
-# Usage: tools/gpu/run.sh [build] [test] [ncclt] [bench] [trace]   (default: all five)
+# Usage: tools/gpu/run.sh [build] [test] [ncclt] [bench] [algos] [trace]   (default: all six)
+# (algos, stage 3: device-buffer all-reduce with each algorithm forced, tools/bench/
+# compare_algos.sh without MPI, and tools/bench/tune.sh's fit: the cost model's device row.)
 # Environment: OUT (where logs go; default ./gpu-out), TCCL_GPU_NP (default "2 4"),
 #              TCCL_GPU_CTEST_REGEX (extra ctest -R filter), TCCL_GPU_CTEST_EXCLUDE (ctest -LE
 #              labels, e.g. soak), TCCL_GPU_COUNT=0 (skip the device-case counts), NCCL_HOME (real NCCL; default:
@@ -25,7 +27,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 NP_LIST=${TCCL_GPU_NP:-"2 4"}
 STEPS=("$@")
-((${#STEPS[@]})) || STEPS=(build test ncclt bench trace)
+((${#STEPS[@]})) || STEPS=(build test ncclt bench algos trace)
 want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
 log() { echo "== $(date +%T) $*"; }
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
@@ -47,7 +49,7 @@ if want test; then
   # GPU machine may not grant, so it may skip.
   for np in $NP_LIST; do
     log "ctest on device buffers, np=$np"
-    labels=${TCCL_GPU_LABELS:-"stage1|stage2"}
+    labels=${TCCL_GPU_LABELS:-"stage1|stage2|stage3"}
     [[ $np == 2 ]] || labels=${TCCL_GPU_LABELS_BIG:-$labels}
     (cd "$BUILD" && TCCL_TEST_MEM=device ctest -R "np${np}\$${TCCL_GPU_CTEST_REGEX:+|$TCCL_GPU_CTEST_REGEX}" \
       -L "$labels" ${TCCL_GPU_CTEST_EXCLUDE:+-LE "$TCCL_GPU_CTEST_EXCLUDE"} -j4 --timeout 300 \
@@ -56,7 +58,7 @@ if want test; then
     grep -E "^\s+[0-9]+ - .*(Failed|Timeout|Exception)" "$OUT/ctest-np$np.log" | head -20
     # Proof that the device path ran: count the test cases that passed on device buffers.
     [[ ${TCCL_GPU_COUNT:-1} == 1 ]] || continue
-    for t in s1_test_p2p_patterns s2_test_ring_sweep; do
+    for t in s1_test_p2p_patterns s2_test_ring_sweep s3_test_ring_sweep; do
       n=$(TCCL_TEST_MEM=device timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$np" \
           "$BUILD/tests/$t" 2>&1 | grep -cE "\[ +OK +\] .*_device")
       echo "np=$np $t: $n test cases passed on device buffers"
@@ -104,9 +106,11 @@ if want ncclt && [[ -d .nccl-tests ]]; then
   grep -E "Out of bounds|exit |missing" "$OUT/ncclt-tccl.log" | sort | uniq -c | head -20
 fi
 
+# The latest stage's benchmark.
+PERF=$(ls "$BUILD"/stage*/bench/tccl_perf 2>/dev/null | sort -V | tail -n 1)
 if want bench; then
   for np in $NP_LIST; do
-    perf=$(ls "$BUILD"/stage2-ring/bench/tccl_perf 2>/dev/null || true)
+    perf=$PERF
     [[ -n $perf ]] || break
     log "tccl_perf device np=$np"
     for t in sendrecv allreduce allgather; do
@@ -114,6 +118,14 @@ if want bench; then
         "$perf" -t "$t" -m device -b 1K -e 64M -f 8 -n 5 -w 2 2>&1 | tail -12 | tee -a "$OUT/bench.log"
     done
   done
+fi
+if want algos && [[ -n $PERF ]]; then
+  log "algorithms on device buffers (compare_algos.sh, tune.sh)"
+  TCCL_CMP_NPS=${TCCL_ALGOS_NP:-"2 3"} TCCL_CMP_REPS=${TCCL_ALGOS_REPS:-2} TCCL_CMP_MEM=device \
+    TCCL_CMP_MAX=${TCCL_ALGOS_MAX:-16M} TCCL_PERF=$PERF TCCL_MPI_PERF=none \
+    timeout 400 bash tools/bench/compare_algos.sh "$BUILD" "$OUT/algos" 2>&1 | tee "$OUT/algos.md" | tail -40
+  bash tools/bench/tune.sh "$BUILD" "$OUT/algos" 2>&1 | tee "$OUT/tune.txt"
+  tar czf "$OUT/algos.tgz" -C "$OUT" algos && rm -rf "$OUT/algos"
 fi
 if want trace; then
   # The step timeline on device buffers: the trace tests (tools/trace check: complete and
@@ -124,7 +136,7 @@ if want trace; then
     >"$OUT/ctest-trace.log" 2>&1)
   tail -3 "$OUT/ctest-trace.log"
   grep -E "trace check:|Failed|Timeout" "$OUT/ctest-trace.log" | head -12
-  perf=$BUILD/stage2-ring/bench/tccl_perf
+  perf=$PERF
   for t in sendrecv allreduce; do
     rm -rf "$OUT/trace-$t" && mkdir -p "$OUT/trace-$t"
     TCCL_TRACE_FILE=$OUT/trace-$t/trace.%h.%p TCCL_DEBUG=INFO TCCL_DEBUG_SUBSYS=INIT \

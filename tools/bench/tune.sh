@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# tools/bench/tune.sh: measures the cost model's constants (stage3-tree/src/tuning.cc).
+#
+#   tools/bench/tune.sh [build-dir] [data-dir]
+#
+# Fits, for each algorithm, time = base + hops(n) * hop + wire(n) * bytes / bw (tuning.cc's
+# formula and its hops/wire table, repeated below) to tccl_perf all-reduce times with that
+# algorithm forced, by least squares over every rank count and size of the data. The data are
+# tools/bench/compare_algos.sh's files in data-dir (default build/compare_algos); when there
+# are none, that script runs first. Prints the rows to paste into kCost, with the date and
+# this machine's name, and how well each fit explains the data.
+#
+# Added in: stage 3.
+set -euo pipefail
+
+build=${1:-build}
+data=${2:-$build/compare_algos}
+if ! ls "$data"/*.ring.median.txt >/dev/null 2>&1; then
+  "$(dirname "$0")/compare_algos.sh" "$build" "$data" >/dev/null
+fi
+python3 - "$data" "$(uname -n)" "$(nproc)" <<'PY'
+import datetime, glob, math, os, re, sys
+data, host, cores = sys.argv[1], sys.argv[2], sys.argv[3]
+
+def log2floor(n):
+    k = 0
+    while (2 << k) <= n:
+        k += 1
+    return k
+
+def model(algo, n):  # (hops, wire): tuning.cc's table for AllReduce
+    depth = 0
+    while (1 << depth) < n:
+        depth += 1
+    if algo == "ring":
+        return 2.0 * (n - 1), 2.0 * (n - 1) / n
+    if algo == "tree":
+        return 2.0 * depth, 2.0
+    p = 1 << log2floor(n)
+    h = log2floor(n) + (2.0 if n != p else 0.0)
+    return h, h
+
+def solve3(a, b):  # normal equations, 3x3, Gaussian elimination
+    m = [row[:] + [v] for row, v in zip(a, b)]
+    for i in range(3):
+        piv = max(range(i, 3), key=lambda r: abs(m[r][i]))
+        m[i], m[piv] = m[piv], m[i]
+        for r in range(3):
+            if r != i and m[i][i] != 0:
+                f = m[r][i] / m[i][i]
+                m[r] = [x - f * y for x, y in zip(m[r], m[i])]
+    return [m[i][3] / m[i][i] if m[i][i] else 0.0 for i in range(3)]
+
+rows = {}
+for algo in ("ring", "tree", "recdoubling"):
+    pts = []
+    for path in glob.glob(f"{data}/*.{algo}.median.txt"):
+        n = int(os.path.basename(path).split(".")[0])
+        for line in open(path):
+            f = line.split()
+            if line.startswith("#") or len(f) < 6:
+                continue
+            pts.append((n, float(f[0]), float(f[5])))
+    if not pts:
+        sys.exit(f"tune.sh: no data for {algo} in {data}")
+    # Weighted by 1/t: relative errors, so 8 B and 16 MiB count alike.
+    ata = [[0.0] * 3 for _ in range(3)]
+    atb = [0.0] * 3
+    for n, size, t in pts:
+        hops, wire = model(algo, n)
+        x = [1.0, hops, wire * size]
+        w = 1.0 / (t * t)
+        for i in range(3):
+            atb[i] += w * x[i] * t
+            for j in range(3):
+                ata[i][j] += w * x[i] * x[j]
+    base, hop, inv_bw = solve3(ata, atb)
+    base, hop = max(base, 0.0), max(hop, 0.1)
+    gbps = 1.0 / (inv_bw * 1e3) if inv_bw > 0 else 100.0
+    err = [abs(base + model(algo, n)[0] * hop + model(algo, n)[1] * s / (gbps * 1e3) - t) / t
+           for n, s, t in pts]
+    rows[algo] = (base, hop, gbps, sorted(err)[len(err) // 2])
+
+today = datetime.date.today().isoformat()
+print(f"// {today}, {host} ({cores} cores), host buffers; fit of {data}")
+print("    {" + ", ".join(f"{{{b:.1f}, {h:.1f}, {g:.3f}}}" for b, h, g, _ in rows.values()) + "},")
+for algo, (b, h, g, e) in rows.items():
+    print(f"//   {algo:12} base {b:6.1f} us  hop {h:6.1f} us  bw {g:7.3f} GB/s  "
+          f"median error {100 * e:.0f}%")
+PY
