@@ -6,6 +6,9 @@
 #
 #   trace_sendrecv   a 4 MiB send/recv ring, twice (2 and 3 ranks): complete and causal
 #   trace_allreduce  a 4 MiB ring all-reduce (stage 2 on; 3 ranks, and 4)
+#   trace_tree / trace_rd  the same all-reduce on the double binary tree (4 and 5 ranks: inner
+#                    nodes with two children, fan-in and fan-out) and by recursive doubling
+#                    (3 ranks: the fold), TCCL_ALGO forced (stage 3 on)
 #   trace_bounded    TCCL_TRACE_EVENTS=16: bounded, drops counted, the file still valid
 #   trace_hosts      ranks on "different hosts" (TCCL_HOSTID) measure clock offsets to rank 0
 #   trace_unwritable a directory that does not exist: a WARN, the operations succeed
@@ -35,6 +38,12 @@ if(TCCL_STAGE_NUM GREATER_EQUAL 2)
   foreach(np 3 4)
     _tccl_trace_test(trace_allreduce ${np} RingAllReduceIsCompleteAndCausal)
   endforeach()
+endif()
+if(TCCL_STAGE_NUM GREATER_EQUAL 3)
+  foreach(np 4 5)
+    _tccl_trace_test(trace_tree ${np} RingAllReduceIsCompleteAndCausal TCCL_ALGO=tree)
+  endforeach()
+  _tccl_trace_test(trace_rd 3 RingAllReduceIsCompleteAndCausal TCCL_ALGO=recdoubling)
 endif()
 _tccl_trace_test(trace_bounded 2 EventsAreBoundedAndDropsAreCounted TCCL_TRACE_EVENTS=16)
 _tccl_trace_test(trace_hosts 3 ClockOffsetsAreMeasuredAcrossHosts)

@@ -136,13 +136,16 @@ TEST(CostModel, ChoicesAtFixedPoints) {
   for (int n : {2, 4, 5, 8}) {
     EXPECT_NE(choose(WorkFunc::kAllReduce, n, 8), int(kAlgoRing)) << n << " ranks";
   }
-  // Bandwidth: 64 MiB takes the ring (2(n-1)/n of the bytes, the least of the three). (At 2
-  // ranks recursive doubling moves as many bytes as the ring, in one hop: either may win.)
+  // Bandwidth: 64 MiB never takes recursive doubling beyond 2 ranks (every step moves all of
+  // it), and at 4 ranks and more it takes the ring (the fewest bytes per link).
   for (int n : {3, 4, 5, 8}) {
+    EXPECT_NE(choose(WorkFunc::kAllReduce, n, 64 << 20), int(kAlgoRecDoubling)) << n << " ranks";
+  }
+  for (int n : {4, 5, 8}) {
     EXPECT_EQ(choose(WorkFunc::kAllReduce, n, 64 << 20), int(kAlgoRing)) << n << " ranks";
   }
-  // Broadcast at 8 ranks: 3 tree hops against 7 ring hops for a small message.
-  EXPECT_EQ(choose(WorkFunc::kBroadcast, 8, 8), int(kAlgoTree));
+  // Broadcast at 16 ranks: 4 tree hops against 15 ring hops for a small message.
+  EXPECT_EQ(choose(WorkFunc::kBroadcast, 16, 8), int(kAlgoTree));
   // AllGather and ReduceScatter have the ring only.
   EXPECT_EQ(choose(WorkFunc::kAllGather, 4, 8), int(kAlgoRing));
   EXPECT_EQ(choose(WorkFunc::kReduceScatter, 4, 1 << 20), int(kAlgoRing));

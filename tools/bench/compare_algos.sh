@@ -89,10 +89,15 @@ for np in nps:
             algbw = size / t / 1e3
             busbw = algbw * 2 * (int(np) - 1) / int(np)
             lines.append("  ".join(row[:5] + [f"{t:.2f}", f"{algbw:.3f}", f"{busbw:.3f}"] + row[8:]))
+        # The first run's text with median rows: tools/plot reads it as tccl_perf output.
         with open(f"{out}/{np}.{v}.median.txt", "w") as fh:
-            fh.write(f"# {v}, {np} ranks, median of {reps} runs\n")
-            fh.write("# size count type redop root time algbw busbw #wrong\n")
-            fh.write("\n".join(lines) + "\n")
+            fh.write(f"# median of {reps} runs (tools/bench/compare_algos.sh)\n")
+            it = iter(lines)
+            for line in open(f"{out}/{np}.{v}.1.txt"):
+                f = line.split()
+                if not line.startswith("#") and len(f) >= 9 and f[0].isdigit():
+                    line = next(it) + "\n"
+                fh.write(line)
     sizes = [row[0] for row in rows(f"{out}/{np}.ring.1.txt")]
     mpi = "mpi" in variants
     print(f"\n{np} ranks, all-reduce float sum, {mem} buffers, time in us (median of {reps}):\n")

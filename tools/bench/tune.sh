@@ -35,7 +35,7 @@ def model(algo, n):  # (hops, wire): tuning.cc's table for AllReduce
     if algo == "ring":
         return 2.0 * (n - 1), 2.0 * (n - 1) / n
     if algo == "tree":
-        return 2.0 * depth, 2.0
+        return 2.0 * depth, (1.0 if n == 2 else 2.0)
     p = 1 << log2floor(n)
     h = log2floor(n) + (2.0 if n != p else 0.0)
     return h, h

@@ -75,6 +75,8 @@ class Primitives {
     if (be_.tracing()) {  // who is at the ends, for the records (trace.h)
       recvPeer_ = recv_ ? int16_t(recv_->peer) : -1;
       sendPeer_ = send_ ? int16_t(send_->peer) : -1;
+      recvPeer2_ = recv2_ ? int16_t(recv2_->peer) : -1;
+      sendPeer2_ = send2_ ? int16_t(send2_->peer) : -1;
       channel_ = int16_t(recv_ ? recv_->channel : send_ ? send_->channel : 0);
     }
   }
@@ -201,6 +203,7 @@ class Primitives {
       }
       const T* recvSlot2 = nullptr;
       if (fanIn) {  // the same protocol step on the second receive connection
+        const uint64_t t2 = be_.traceNow();
         if (stagedRecv2) {
           const uint64_t ahead = recvStep2_ + kNSteps;
           allowStaging(recv2_->fifo, ahead < endStep2 ? ahead : endStep2);
@@ -208,6 +211,7 @@ class Primitives {
         if (!be_.waitAtLeast(&recv2_->fifo->tail, recvStep2_ + 1, &recv2_->fifo->closed)) {
           return fail(loadFlag(&recv2_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
         }
+        traceStep2(TraceWhat::kWaitRecv, t2, recvStep2_, kTraceNoStep, 0);
         const int slot2 = int(recvStep2_ % kNSteps);
         if (recv2_->fifo->sizes[slot2] != int64_t(m * sizeof(T))) return fail(kWorkSizeMismatch);
         recvSlot2 = reinterpret_cast<const T*>(recv2_->buff + slot2 * recv2_->stepBytes);
@@ -273,6 +277,13 @@ class Primitives {
         if (be_.leader()) send_->fifo->sizes[sendStep_ % kNSteps] = int64_t(m * sizeof(T));
         be_.post(&send_->fifo->tail, ++sendStep_);
       }
+      if (fanIn || fanOut) {
+        // The second connections' halves of this step (who published or consumed what, for the
+        // trace checker), taken, like the record above, before tail moves.
+        traceStep2(recvSlot && src ? TraceWhat::kReduce : TraceWhat::kCopy, t,
+                   fanIn ? recvStep2_ : kTraceNoStep, fanOut ? sendStep2_ : kTraceNoStep,
+                   int64_t(m * sizeof(T)));
+      }
       if (fanOut) {
         if (be_.leader()) send2_->fifo->sizes[sendStep2_ % kNSteps] = int64_t(m * sizeof(T));
         be_.post(&send2_->fifo->tail, ++sendStep2_);
@@ -317,6 +328,16 @@ class Primitives {
     if (be_.tracing()) be_.traceEmit(record(what, t0, recvStep, sendStep, bytes));
   }
 
+  /// The same for the second connections (fan-in / fan-out, stage 3): their peers.
+  TCCL_HOST_DEVICE void traceStep2(TraceWhat what, uint64_t t0, uint64_t recvStep,
+                                   uint64_t sendStep, int64_t bytes) {
+    if (!be_.tracing()) return;
+    TraceRecord r = record(what, t0, recvStep, sendStep, bytes);
+    r.recvPeer = recvPeer2_;
+    r.sendPeer = sendPeer2_;
+    be_.traceEmit(r);
+  }
+
   TCCL_HOST_DEVICE bool fail(uint32_t why) {
     status_ = why;
     return false;
@@ -336,6 +357,7 @@ class Primitives {
   // Step timeline only (set when tracing).
   int32_t chunk_ = -1;
   int16_t recvPeer_ = -1, sendPeer_ = -1, channel_ = 0;
+  int16_t recvPeer2_ = -1, sendPeer2_ = -1;
 };
 
 }  // namespace tccl
