@@ -98,6 +98,14 @@ else()
       LABELS ${_shim_labels} TIMEOUT 180)
   endforeach()
 
+  if(TCCL_STAGE_NUM GREATER_EQUAL 3)
+    # NCCL_ALGO reaches tccl through the shim (test_shim.cc, ShimKnobs).
+    tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}shim_nccl_algo NP 1
+      COMMAND ${TCCL_STAGE_PREFIX}test_shim --gtest_filter=ShimKnobs.*
+      LABELS ${_shim_labels} TIMEOUT 60
+      ENVIRONMENT NCCL_ALGO=tree,bogus TCCL_SHIM_EXPECT_BAD_ALGO=1)
+  endif()
+
   tccl_add_test(NAME ${TCCL_STAGE_PREFIX}shim_exports
     COMMAND ${CMAKE_COMMAND} -DTCCL_LIB=$<TARGET_FILE:${TCCL_STAGE_LIB}>
             -DSHIM_LIB=$<TARGET_FILE:${_shim_target}> -DNM=${CMAKE_NM}

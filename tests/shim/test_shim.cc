@@ -19,6 +19,8 @@
  */
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -321,6 +323,19 @@ TEST(ShimConfig, WorldCommunicatorFromConfig) {
             ncclSuccess);
   EXPECT_EQ(out, expected);
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
+// Stage 3 on: the shim copies NCCL_ALGO into TCCL_ALGO when libnccl.so.2 loads. Run with
+// NCCL_ALGO=tree,bogus and TCCL_SHIM_EXPECT_BAD_ALGO=1 (shim_tests.cmake): the unknown name
+// must reach tccl, which refuses it at init; otherwise (every other run) there is nothing to see.
+TEST(ShimKnobs, NcclAlgoReachesTccl) {
+  if (getenv("TCCL_SHIM_EXPECT_BAD_ALGO") == nullptr) GTEST_SKIP() << "NCCL_ALGO not set here";
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr;
+  EXPECT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclInvalidArgument);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_TRUE(lastErrorMentions("bogus"));
 }
 
 TEST(ShimNotImplemented, SplitAndFinalizeSaySo) {
