@@ -19,7 +19,7 @@
  * to two. Built with a second receive and/or send connection, the same calls reduce both
  * received slots into the result (prev and prev2 (+) src) and send it to both (next and next2),
  * as NCCL's Primitives do over their recvPeers/sendPeers arrays. The second slot joins the
- * result in a second pass through reduceCopy with ChainFn (pre() must not run twice), and the
+ * result in a second pass through reduceCopy with chained(fn) (pre() must not run twice), and the
  * second send slot is filled from the first result; such calls never go direct.
  *
  * Each call cuts its n elements into FIFO steps (stepBytes each) and, per step, waits for the
@@ -249,20 +249,28 @@ class Primitives {
         const T* userIn = src ? src + off : nullptr;
         T* d0 = dst ? dst + off : sendSlot;
         T* d1 = (dst && sendSlot) ? sendSlot : nullptr;
-        be_.reduceCopy(recvSlot, userIn, d0, d1, m, fn_, postOp && !recvSlot2);
-        if (recvSlot2) {
-          // Fan-in: fold the second child's slot into the partial result in place. The own
-          // input has been through pre() already, so this pass uses ChainFn (no pre()), and
-          // post() runs here, on the final value. The barrier: the first pass's writes are
-          // what this pass reads (on the GPU another thread may have written an element).
-          be_.sync();
-          be_.reduceCopy(recvSlot2, static_cast<const T*>(d0), d0, d1, m, ChainFn<T, Fn>{fn_},
-                         postOp);
-        }
-        if (sendSlot2) {
-          be_.sync();  // as above: the result is complete before it is copied out
-          be_.reduceCopy(static_cast<const T*>(d0), static_cast<const T*>(nullptr), sendSlot2,
-                         static_cast<T*>(nullptr), m, ChainFn<T, Fn>{fn_}, false);
+        // Pass 0 is every primitive's one pass. With a second receive (fan-in), pass 1 folds
+        // that slot into the partial result in place, with chained(fn_): the own input has been
+        // through pre() already; post() runs there, on the final value. With a second send
+        // (fan-out), pass 2 copies the result into that slot. One reduceCopy call site for all
+        // passes: on the GPU it is inlined, and each site would cost its compile time again.
+        for (int pass = 0; pass < 3; pass++) {
+          const T* a = recvSlot;
+          const T* b = userIn;
+          T* o0 = d0;
+          T* o1 = d1;
+          bool post = postOp && !recvSlot2;
+          if (pass == 1) {
+            if (!recvSlot2) continue;
+            a = recvSlot2, b = d0, post = postOp;
+          } else if (pass == 2) {
+            if (!sendSlot2) continue;
+            a = d0, b = nullptr, o0 = sendSlot2, o1 = nullptr, post = false;
+          }
+          // The barrier: this pass reads what the last one wrote (on the GPU another thread
+          // may have written an element).
+          if (pass > 0) be_.sync();
+          be_.reduceCopy(a, b, o0, o1, m, pass == 1 ? chained(fn_) : fn_, post);
         }
       }
       // Traced before tail moves: the consumer can only see this step later.

@@ -95,16 +95,15 @@ TCCL_HOST_DEVICE uint32_t recDoublingAllReduce(Backend& be, const WorkBatch& b,
   for (int j = 0; j < steps && st == kWorkOk; j++) {
     const bool last = j == steps - 1;
     // The first combination applies pre() to our input; later ones continue a partial result.
-    st = !partial ? rdExchange<T>(be, c[2 + 2 * j], c[3 + 2 * j], s, src, out, fn, last)
-                   : rdExchange<T>(be, c[2 + 2 * j], c[3 + 2 * j], s, src, out,
-                                   ChainFn<T, Fn>{fn}, last);
+    st = rdExchange<T>(be, c[2 + 2 * j], c[3 + 2 * j], s, src, out, partial ? chained(fn) : fn,
+                       last);
     src = out;
     partial = true;
   }
   if (st == kWorkOk && r < 2 * extra) {
     // Give the folded neighbour its result.
-    // (ChainFn: a result must not go through pre() again on its way out.)
-    Primitives<T, ChainFn<T, Fn>, Backend> prims(be, nullptr, c[0], ChainFn<T, Fn>{fn});
+    // (chained: a result must not go through pre() again on its way out.)
+    Primitives<T, Fn, Backend> prims(be, nullptr, c[0], chained(fn));
     for (size_t off = s.begin; off < s.end; off += s.chunk) {
       prims.send(out + off, minSize(s.chunk, s.end - off));
     }

@@ -17,7 +17,7 @@
  * and is done in the element type.
  *
  * NCCL counterpart: src/device/reduce_kernel.h (FuncSum, FuncProd, FuncMinMax).
- * Added in: stage 1; premulsum and sum-post-div in stage 2; ChainFn in stage 3.
+ * Added in: stage 1; premulsum and sum-post-div in stage 2; chained() in stage 3.
  */
 #ifndef TCCL_DEVICE_REDUCE_OP_H_
 #define TCCL_DEVICE_REDUCE_OP_H_
@@ -66,7 +66,8 @@ template <typename T>
 struct FuncPreMulSum {
   static constexpr bool kPlain = false;
   T scalar;
-  TCCL_HOST_DEVICE T pre(T x) const { return x * scalar; }
+  bool isChained = false;  // stage 3: continuing a partial result, see chained()
+  TCCL_HOST_DEVICE T pre(T x) const { return isChained ? x : x * scalar; }
   TCCL_HOST_DEVICE T operator()(T a, T b) const { return a + b; }
   TCCL_HOST_DEVICE T post(T x) const { return x; }
 };
@@ -82,16 +83,19 @@ struct FuncSumPostDiv {
 };
 
 /// A reduction continued from a partial result (stage 3: a tree node folding a second child's
-/// data into what it already combined): the op and post() of Fn, but no pre() -- the rank's
-/// own input went through pre() once already.
-template <typename T, typename Fn>
-struct ChainFn {
-  static constexpr bool kPlain = Fn::kPlain;
-  Fn fn;
-  TCCL_HOST_DEVICE T pre(T x) const { return x; }
-  TCCL_HOST_DEVICE T operator()(T a, T b) const { return fn(a, b); }
-  TCCL_HOST_DEVICE T post(T x) const { return fn.post(x); }
-};
+/// data into what it already combined, recursive doubling after its first step): the same op
+/// and post(), but no pre() -- the rank's own input went through pre() once already. Every
+/// pre() but premulsum's is the identity; premulsum's is switched off. The same type on
+/// purpose: a second functor type would instantiate every kernel loop a second time.
+template <typename Fn>
+TCCL_HOST_DEVICE inline Fn chained(Fn fn) {
+  return fn;
+}
+template <typename T>
+TCCL_HOST_DEVICE inline FuncPreMulSum<T> chained(FuncPreMulSum<T> fn) {
+  fn.isChained = true;
+  return fn;
+}
 
 // 8-bit integers promote to int in C++; the functors above return the narrowed value, which is
 // the wrap-around result the element type would give. Nothing else to specialise in stage 1.
