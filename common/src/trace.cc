@@ -281,8 +281,10 @@ void writeTrace(FILE* f, const Snapshot& s) {
   for (size_t i = 0; i < s.ranks.size(); i++) {
     const TraceRank& r = s.ranks[i];
     fprintf(f, "%s{\"pid\":%d,\"rank\":%d,\"nranks\":%d,\"comm\":\"0x%" PRIx64
-               "\",\"hostHash\":\"0x%" PRIx64 "\",\"clockOffsetUs\":%.3f}",
-            i ? "," : "", r.pid, r.rank, r.nranks, r.commHash, r.hostHash, r.clockOffsetUs);
+               "\",\"hostHash\":\"0x%" PRIx64
+               "\",\"clockOffsetUs\":%.3f,\"clockErrUs\":%.3f,\"clockPings\":%d}",
+            i ? "," : "", r.pid, r.rank, r.nranks, r.commHash, r.hostHash, r.clockOffsetUs,
+            r.clockErrUs, r.clockPings);
   }
   fputs("]}}}\n", f);
 }

@@ -67,9 +67,17 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+/// What measureClockOffset found: our clock minus rank 0's, its error bound, and how many
+/// ping-pongs it took (0 for rank 0 and for ranks on rank 0's host: one clock, no offset).
+struct ClockOffset {
+  double offsetUs = 0;
+  double errUs = 0;
+  int pings = 0;
+};
+
 /// NTP's estimate, the fastest of kClockRounds ping-pongs with rank 0: our clock minus rank
 /// 0's is (t0 + t1) / 2 - t(rank 0), within +-(t1 - t0) / 2.
-tcclResult_t measureClockOffset(tcclComm* comm, double* offsetUs) {
+tcclResult_t measureClockOffset(tcclComm* comm, ClockOffset* out) {
   Bootstrap& b = *comm->bootstrap;
   if (comm->rank == 0) {
     // Serve every rank on another host, in rank order (each one pings kClockRounds times).
@@ -82,10 +90,10 @@ tcclResult_t measureClockOffset(tcclComm* comm, double* offsetUs) {
         TCCL_CHECK(b.send(r, kClockTag, &now, sizeof(now)));
       }
     }
-    *offsetUs = 0;
+    *out = ClockOffset{};
     return tcclSuccess;
   }
-  *offsetUs = 0;
+  *out = ClockOffset{};
   if (comm->peers[comm->rank].hostHash == comm->peers[0].hostHash) return tcclSuccess;
   uint64_t best = ~uint64_t(0);
   for (int i = 0; i < kClockRounds; i++) {
@@ -96,11 +104,15 @@ tcclResult_t measureClockOffset(tcclComm* comm, double* offsetUs) {
     const uint64_t t1 = traceNowNs();
     if (t1 - t0 < best) {
       best = t1 - t0;
-      *offsetUs = (double(t0) + double(t1 - t0) / 2 - double(theirs)) / 1000.0;
+      out->offsetUs = (double(t0) + double(t1 - t0) / 2 - double(theirs)) / 1000.0;
     }
   }
-  TCCL_INFO(kInit, "trace: clock offset to rank 0 %.3f us (+- %.3f us)", *offsetUs,
-            double(best) / 2000.0);
+  // A coarse clock (some VMs tick in microseconds) can make the fastest round trip read 0 and
+  // the offset exactly 0: that is still a measurement, which is why the file counts the pings.
+  out->errUs = double(best) / 2000.0;
+  out->pings = kClockRounds;
+  TCCL_INFO(kInit, "trace: clock offset to rank 0 %.3f us (+- %.3f us)", out->offsetUs,
+            out->errUs);
   return tcclSuccess;
 }
 
@@ -111,13 +123,14 @@ tcclResult_t traceCommInit(tcclComm* comm) {
   for (const PeerInfo& p : comm->peers) any = any || p.trace != 0;
   if (!any) return tcclSuccess;
   // Every rank takes part in the measurement (rank 0 serves it), traced or not.
-  double offsetUs = 0;
-  TCCL_CHECK(measureClockOffset(comm, &offsetUs));
+  ClockOffset clock;
+  TCCL_CHECK(measureClockOffset(comm, &clock));
   if (!traceEnabled()) return tcclSuccess;
   const uint64_t commHash = mix(comm->bootstrap->secret());
   comm->tracePid = tracePid(commHash, comm->rank);
   traceRank(TraceRank{comm->tracePid, comm->rank, comm->nranks, commHash,
-                      comm->peers[comm->rank].hostHash, offsetUs});
+                      comm->peers[comm->rank].hostHash, clock.offsetUs, clock.errUs,
+                      clock.pings});
   traceTrack(comm->tracePid, kTraceTidApi, "api");
   names();  // registers the names now, not inside the first timed step
   if (comm->cudaDev >= 0) {

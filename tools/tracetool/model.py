@@ -14,8 +14,8 @@ The format, in brief (the library's trace writer is the reference):
     send, and the data move of one step: copy, reduce or direct), "proxy" (proxy send/recv);
   - ts and dur are microseconds of CLOCK_MONOTONIC on the writer's host;
   - otherData.tccl.ranks[]: per rank its nranks, hostHash and clockOffsetUs (its clock minus its
-    rank 0's clock, measured over the bootstrap); droppedEvents > 0 when the writer's buffer
-    filled up.
+    rank 0's clock, measured over the bootstrap, within +- clockErrUs after clockPings ping-pongs);
+    droppedEvents > 0 when the writer's buffer filled up.
 
 Invariants:
   - A trace pid comes from exactly one file: the same pid in two files means files of two runs

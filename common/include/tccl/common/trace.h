@@ -84,6 +84,8 @@ struct TraceRank {
   uint64_t commHash;
   uint64_t hostHash;
   double clockOffsetUs;  // this rank's clock minus rank 0's (0 when they share a host)
+  double clockErrUs;     // the offset is exact within +- this (half the fastest round trip)
+  int clockPings;        // ping-pongs measured (0: rank 0, or a rank sharing rank 0's clock)
 };
 void traceRank(const TraceRank& r);
 
