@@ -78,9 +78,29 @@ Socket& Socket::operator=(Socket&& o) noexcept {
     close();
     fd_ = o.fd_;
     peer_ = o.peer_;
+    ahead_ = std::move(o.ahead_);
+    aheadCap_ = o.aheadCap_;
+    aheadBegin_ = o.aheadBegin_;
+    aheadEnd_ = o.aheadEnd_;
     o.fd_ = -1;
+    o.aheadCap_ = o.aheadBegin_ = o.aheadEnd_ = 0;
   }
   return *this;
+}
+
+void Socket::setReadAhead(size_t bytes) {
+  // Bytes already read ahead belong to the stream: dropping them would lose data.
+  if (readAheadBytes() != 0) return;
+  ahead_.reset(bytes ? new char[bytes] : nullptr);
+  aheadCap_ = bytes;
+  aheadBegin_ = aheadEnd_ = 0;
+}
+
+size_t Socket::takeReadAhead(void* data, size_t size) {
+  const size_t k = std::min(size, readAheadBytes());
+  if (k) memcpy(data, ahead_.get() + aheadBegin_, k);
+  aheadBegin_ += k;
+  return k;
 }
 
 void Socket::close() {
@@ -199,7 +219,7 @@ tcclResult_t Socket::sendAll(const void* data, size_t size, Deadline deadline) {
 tcclResult_t Socket::recvAll(void* data, size_t size, Deadline deadline) {
   TCCL_ARG_CHECK(valid() || size == 0, "Socket::recvAll on a closed socket");
   char* p = static_cast<char*>(data);
-  size_t done = 0;
+  size_t done = takeReadAhead(p, size);  // what tryRecv read ahead comes first in the stream
   while (done < size) {
     int ready = waitFor(fd_, POLLIN, deadline);
     if (ready == 0) {
@@ -243,6 +263,24 @@ tcclResult_t Socket::trySend2(const void* a, size_t aSize, const void* b, size_t
 
 tcclResult_t Socket::tryRecv(void* data, size_t size, size_t* done) {
   if (size == 0) return tcclSuccess;
+  if (readAheadBytes() == 0 && size < aheadCap_) {
+    // A small read: ask for a whole buffer. What follows these bytes in the stream (the
+    // payload behind a header, the next header) then costs no system call of its own.
+    aheadBegin_ = aheadEnd_ = 0;
+    tcclResult_t rc = recvSome(ahead_.get(), aheadCap_, &aheadEnd_);
+    if (rc != tcclSuccess) return rc;
+  }
+  if (readAheadBytes() > 0) {
+    // Only what was read ahead, even when more is wanted: a short read sends the caller to
+    // poll(), which finds the socket readable if the kernel has more. (A caller that waits on
+    // this socket therefore never leaves bytes behind in the read-ahead.)
+    *done += takeReadAhead(data, size);
+    return tcclSuccess;
+  }
+  return recvSome(data, size, done);
+}
+
+tcclResult_t Socket::recvSome(void* data, size_t size, size_t* done) {
   ssize_t n = ::recv(fd_, data, size, MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return tcclSuccess;
   if (n <= 0) {

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "tccl/result.h"
@@ -59,7 +60,7 @@ class Socket {
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
   ~Socket() { close(); }
-  Socket(Socket&& o) noexcept : fd_(o.fd_), peer_(o.peer_) { o.fd_ = -1; }
+  Socket(Socket&& o) noexcept { *this = std::move(o); }
   Socket& operator=(Socket&& o) noexcept;
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
@@ -90,14 +91,32 @@ class Socket {
   /// data behind it leave in one system call and, under TCP_NODELAY, in one segment.
   tcclResult_t trySend2(const void* a, size_t aSize, const void* b, size_t bSize, size_t* done);
 
+  /// Read-ahead: from now on a tryRecv that wants fewer than `bytes` asks the kernel for
+  /// `bytes`, and the next reads are served from what came along first. The socket transport
+  /// turns it on for the socket that carries its headers: a small message then arrives with
+  /// its header in one recv() instead of two (Open MPI's TCP BTL reads a whole fragment the
+  /// same way). 0 turns it off (it must then be empty). recvAll drains it too.
+  void setReadAhead(size_t bytes);
+  /// Bytes read from the kernel that no read has taken yet.
+  size_t readAheadBytes() const { return aheadEnd_ - aheadBegin_; }
+
   tcclResult_t setNonBlocking(bool on);
   /// TCP_NODELAY and large kernel buffers, for data sockets.
   void tuneForData(int bufferBytes);
   const SocketAddress& peer() const { return peer_; }
 
  private:
+  /// One recv() of at most `size` bytes, past the read-ahead (tryRecv's contract).
+  tcclResult_t recvSome(void* data, size_t size, size_t* done);
+  /// Moves up to `size` read-ahead bytes to `data`; returns how many.
+  size_t takeReadAhead(void* data, size_t size);
+
   int fd_ = -1;
   SocketAddress peer_;
+  std::unique_ptr<char[]> ahead_;  // the read-ahead buffer, aheadCap_ bytes (null: off)
+  size_t aheadCap_ = 0;
+  size_t aheadBegin_ = 0;  // [aheadBegin_, aheadEnd_): read from the kernel, not yet taken
+  size_t aheadEnd_ = 0;
 };
 
 /// A 64-bit hash identifying this host: host name plus boot id, or TCCL_HOSTID when set
