@@ -12,7 +12,12 @@
  *   tree, root of it        one kTreeRoot item  (children in, children out)
  *   tree, any other rank    a kTreeUp item      (children in, parent out)   AllReduce, Reduce
  *                           a kTreeDown item    (parent in, children out)   AllReduce, Broadcast
+ *   small AllReduce         one tree only; every rank runs one kTreeUpDown item (both halves)
  *   recursive doubling      one kRecDoubling item (folding partner, then one partner per step)
+ *
+ * Small all-reduces (at most kTreeUpDownMaxBytes) form shapes of their own: below that size
+ * a call's time is its fixed costs, and one tree with one item per rank (NCCL's runTreeUpDown)
+ * has four times fewer items to run than the double tree split in up and down halves.
  *
  * Connectors: shape s, tree t uses channel 2s + t. Two shapes of one phase never share a
  * connector (the batch invariant, work.h), and the two trees of the double tree never do (with
@@ -44,8 +49,15 @@ namespace {
 
 constexpr int kMaxShapes = 8;  // per phase: channels 0..15
 
-/// What a shape is: (algo, func, root); AllReduce shapes ignore the root.
+/// All-reduces up to this size run on one tree, one up-down item per rank. Measured on the
+/// 2-core VM (tools/bench/compare_algos.sh, 4 and 5 ranks): beyond 16 KiB the double tree's
+/// halved data and overlapped halves win.
+constexpr size_t kTreeUpDownMaxBytes = 16 << 10;
+
+/// What a shape is: (algo, func, root). AllReduce has no root: kNoRoot, or kSingleTree for a
+/// small all-reduce on the tree.
 using ShapeKey = std::tuple<int, int, int>;
+constexpr int kNoRoot = -1, kSingleTree = -2;
 
 struct Shape {
   ShapeKey key;
@@ -69,15 +81,26 @@ tcclResult_t appendElems(Phase& phase, const std::vector<WorkElem>& elems, ElemR
   return tcclSuccess;
 }
 
-/// The items of one rank in one tree (t: which tree, channel: its connectors).
+/// The items of one rank in one tree (t: which tree, channel: its connectors; upDown: one item
+/// for both halves).
 tcclResult_t addTreeItems(tcclComm* comm, Phase& phase, WorkFunc func, const TreeNode& node,
-                          int t, int channel, ElemRange elems) {
+                          int t, int channel, ElemRange elems, bool upDown = false) {
   auto conn = [&](int peer, bool isSend) {
     return peer < 0 ? nullptr : comm->getConnector(peer, channel, isSend);
   };
   const bool up = func != WorkFunc::kBroadcast;    // AllReduce and Reduce go up
   const bool down = func != WorkFunc::kReduce;     // AllReduce and Broadcast come down
   std::vector<Connector*> slots(kTreeSlots, nullptr);
+  if (upDown) {  // every connection of the node, in one item; the root's parent slots stay null
+    slots[kTreeRecvParent] = conn(node.parent, false);
+    slots[kTreeSendParent] = conn(node.parent, true);
+    for (int i = 0; i < 2; i++) {
+      slots[kTreeRecvChild0 + i] = conn(node.child[i], false);
+      slots[kTreeSendChild0 + i] = conn(node.child[i], true);
+    }
+    const int peer = !node.isRoot() ? node.parent : node.child[0] >= 0 ? node.child[0] : node.child[1];
+    return addTableItem(phase, WorkKind::kTreeUpDown, peer, t, slots, elems.start, elems.count);
+  }
   if (node.isRoot()) {
     for (int i = 0; i < 2; i++) {
       if (up) slots[kTreeRecvChild0 + i] = conn(node.child[i], false);
@@ -157,9 +180,12 @@ tcclResult_t planTree(tcclComm* comm, CommPlan& plan) {
     WorkElem e;
     TCCL_CHECK(makeCollElem(t, plan.onDevice, &e));
     // The double tree cuts all-reduce in two halves, one per tree; the others run whole.
-    e.nChannels = (t.algo == kAlgoTree && t.func == WorkFunc::kAllReduce) ? 2 : 1;
+    const bool treeAllReduce = t.algo == kAlgoTree && t.func == WorkFunc::kAllReduce;
+    const bool small = t.count * typeSize(t.dtype) <= kTreeUpDownMaxBytes;
+    e.nChannels = treeAllReduce && !small ? 2 : 1;
     const bool rooted = t.func == WorkFunc::kBroadcast || t.func == WorkFunc::kReduce;
-    ShapeKey key{t.algo, int(t.func), rooted ? t.root : -1};
+    ShapeKey key{t.algo, int(t.func),
+                 rooted ? t.root : treeAllReduce && small ? kSingleTree : kNoRoot};
     auto [pos, isNew] = index.insert({key, shapes.size()});
     if (isNew) shapes.push_back(Shape{key, {}});
     shapes[pos->second].elems.push_back(e);
@@ -176,7 +202,8 @@ tcclResult_t planTree(tcclComm* comm, CommPlan& plan) {
       TCCL_CHECK(appendElems(phase, shapes[i].elems, &elems));
       // A tree that does not span the ranks would hang or crash the executors: refuse it.
       if (algo == kAlgoTree) {
-        const int tt = WorkFunc(func) == WorkFunc::kAllReduce ? 2 : 1;
+        const bool dtree = WorkFunc(func) == WorkFunc::kAllReduce && root == kNoRoot;
+        const int tt = dtree ? 2 : 1;
         for (int t = 0; t < tt; t++) {
           const bool ok = treeIsValid(n, [&, t, root = root, func = func](int rank) {
             return WorkFunc(func) == WorkFunc::kAllReduce ? doubleTree(rank, n, t)
@@ -191,6 +218,9 @@ tcclResult_t planTree(tcclComm* comm, CommPlan& plan) {
       }
       if (algo == kAlgoRecDoubling) {
         TCCL_CHECK(addRecDoublingItem(comm, phase, channel, elems));
+      } else if (root == kSingleTree) {
+        TCCL_CHECK(addTreeItems(comm, phase, WorkFunc(func), doubleTree(r, n, 0), 0, channel,
+                                elems, /*upDown=*/true));
       } else if (WorkFunc(func) == WorkFunc::kAllReduce) {
         for (int t = 0; t < 2; t++) {
           TCCL_CHECK(addTreeItems(comm, phase, WorkFunc(func), doubleTree(r, n, t), t,

@@ -27,6 +27,7 @@ TCCL_HOST_DEVICE uint32_t runWorkItem(Backend& be, const WorkBatch& batch, int i
     case WorkKind::kTreeUp:  // stage 3: the other collective algorithms
     case WorkKind::kTreeDown:
     case WorkKind::kTreeRoot:
+    case WorkKind::kTreeUpDown:
     case WorkKind::kRecDoubling:
       return runRingItem(be, batch, item);
   }

@@ -16,6 +16,14 @@
  * of 2 log n times the whole data. An inner node receives from two children at once (fan-in,
  * primitives.h) and sends to two (fan-out).
  *
+ * A small all-reduce (plan_tree.cc says how small) has no pipeline to fill: it runs on one
+ * tree, and every node runs one kTreeUpDown item, the whole up half and then the whole down
+ * half (NCCL's runTreeUpDown, which its LL protocols use for small messages). One item instead
+ * of up to four per rank is what the latency of a small call is made of. Its root does not
+ * turn chunks around on the way up (that could fill the FIFO of a parent still sending up,
+ * which would then stop taking chunks from below: a deadlock); it keeps the result, and its
+ * down half sends it.
+ *
  * All-reduce runs on the double binary tree: the data is cut in two halves (channels 0 and 1 of
  * the elem), tree 0 carries the first and tree 1 the second. A rank is a leaf in one tree and
  * an inner node in the other (trees.h), so each rank sends and receives about S per direction,
@@ -27,7 +35,10 @@
  * depend only on the elem); a node's up item reads only `in` and its down item writes only
  * `out`, and chunk c reaches a node's down item only after its up item has sent chunk c, so
  * the two may run concurrently even in place (in == out); pre() touches each rank's input once
- * (as it enters, on the way up) and post() each result once (at the root).
+ * (as it enters, on the way up) and post() each result once (at the root). Up-down items
+ * cannot deadlock whatever the FIFO size: nobody sends down before the root has received
+ * everything, so every up half runs to its end, and each down half then waits only on its
+ * parent.
  *
  * NCCL counterpart: src/device/all_reduce.h (runTreeUpDown, runTreeSplit); NCCL's Broadcast
  * and Reduce are ring-only, these two trees are tccl's.
@@ -57,6 +68,12 @@ TCCL_HOST_DEVICE inline ConnInfo* treeConn(const WorkBatch& b, const WorkItem& i
   return b.conns[it.connStart + s];
 }
 
+/// The root of its tree: a kTreeRoot item, or an up-down item without a parent.
+TCCL_HOST_DEVICE inline bool treeIsRoot(const WorkBatch& b, const WorkItem& it) {
+  return it.kind == WorkKind::kTreeRoot ||
+         (it.kind == WorkKind::kTreeUpDown && treeConn(b, it, kTreeSendParent) == nullptr);
+}
+
 TCCL_HOST_DEVICE inline bool treeHasChildren(const WorkBatch& b, const WorkItem& it) {
   return treeConn(b, it, kTreeRecvChild0) || treeConn(b, it, kTreeRecvChild1) ||
          treeConn(b, it, kTreeSendChild0) || treeConn(b, it, kTreeSendChild1);
@@ -67,7 +84,7 @@ TCCL_HOST_DEVICE inline bool treeHasChildren(const WorkBatch& b, const WorkItem&
 template <typename T, typename Fn, class Backend>
 TCCL_HOST_DEVICE uint32_t treeUp(Backend& be, const WorkBatch& b, const WorkItem& it,
                                  const RingSlice& s, const T* in, T* out, Fn fn, bool turnAround) {
-  const bool root = it.kind == WorkKind::kTreeRoot;
+  const bool root = treeIsRoot(b, it);
   const bool leaf = !treeHasChildren(b, it);
   ConnInfo* send0 = root ? (turnAround ? treeConn(b, it, kTreeSendChild0) : nullptr)
                          : treeConn(b, it, kTreeSendParent);
@@ -92,11 +109,12 @@ TCCL_HOST_DEVICE uint32_t treeUp(Backend& be, const WorkBatch& b, const WorkItem
   return prims.finish();
 }
 
-/// The down half: parent -> out -> children; at the root (Broadcast), in -> out -> children.
+/// The down half: parent -> out -> children; at the root, in -> out -> children (Broadcast)
+/// or out -> children (the up-down all-reduce: the up half left the result in out).
 template <typename T, typename Fn, class Backend>
 TCCL_HOST_DEVICE uint32_t treeDown(Backend& be, const WorkBatch& b, const WorkItem& it,
                                    const RingSlice& s, const T* in, T* out, Fn fn) {
-  const bool root = it.kind == WorkKind::kTreeRoot;
+  const bool root = treeIsRoot(b, it);
   const bool leaf = !treeHasChildren(b, it);
   Primitives<T, Fn, Backend> prims(be, root ? nullptr : treeConn(b, it, kTreeRecvParent),
                                    treeConn(b, it, kTreeSendChild0), fn, nullptr,
@@ -104,7 +122,9 @@ TCCL_HOST_DEVICE uint32_t treeDown(Backend& be, const WorkBatch& b, const WorkIt
   for (size_t off = s.begin; off < s.end; off += s.chunk) {
     const size_t len = minSize(s.chunk, s.end - off);
     const int c = int((off - s.begin) / s.chunk);
-    if (root) {
+    if (root && it.kind == WorkKind::kTreeUpDown) {
+      prims.chunk(c).send(out + off, len);
+    } else if (root) {
       prims.chunk(c).copySend(in + off, out + off, len);
     } else if (leaf) {
       prims.chunk(c).recv(out + off, len);
@@ -120,6 +140,13 @@ template <typename T, typename Fn, class Backend>
 TCCL_HOST_DEVICE uint32_t treeAllReduce(Backend& be, const WorkBatch& b, const WorkItem& it,
                                         const RingSlice& s, const T* in, T* out, Fn fn) {
   if (it.kind == WorkKind::kTreeDown) return treeDown<T>(be, b, it, s, in, out, fn);
+  if (it.kind == WorkKind::kTreeUpDown) {
+    // Up to the end of the slice, then down: the root keeps the result on the way up. Its
+    // send() of that result must not apply pre() (a premulsum would scale it again): chained.
+    const uint32_t st = treeUp<T>(be, b, it, s, in, out, fn, /*turnAround=*/false);
+    if (st != kWorkOk) return st;
+    return treeDown<T>(be, b, it, s, in, out, chained(fn));
+  }
   return treeUp<T>(be, b, it, s, in, out, fn, /*turnAround=*/true);
 }
 

@@ -54,6 +54,7 @@ enum class WorkKind : uint8_t {
   kTreeUp,    // children -> (reduce with own input) -> parent
   kTreeDown,  // parent -> own output -> children
   kTreeRoot,  // children -> (reduce) -> own output -> children
+  kTreeUpDown,  // small all-reduce, one tree: the up half, then the down half, in one item
   kRecDoubling,  // exchanges with partners at distance 1, 2, 4, ... (device/rec_doubling.h)
 };
 
