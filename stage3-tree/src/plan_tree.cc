@@ -50,9 +50,10 @@ namespace {
 constexpr int kMaxShapes = 8;  // per phase: channels 0..15
 
 /// All-reduces up to this size run on one tree, one up-down item per rank. Measured on the
-/// 2-core VM (tools/bench/compare_algos.sh, 4 and 5 ranks): beyond 16 KiB the double tree's
-/// halved data and overlapped halves win.
-constexpr size_t kTreeUpDownMaxBytes = 16 << 10;
+/// 2-core VM (tccl_perf, TCCL_ALGO=tree, 4 and 5 ranks, 16 KiB to 256 KiB): at 32 KiB one
+/// tree took 200-335 us where the split double tree took 380-700; from 128 KiB on the double
+/// tree's halved data and overlapped halves are as fast or faster.
+constexpr size_t kTreeUpDownMaxBytes = 64 << 10;
 
 /// What a shape is: (algo, func, root). AllReduce has no root: kNoRoot, or kSingleTree for a
 /// small all-reduce on the tree.

@@ -45,18 +45,19 @@ struct AlgoCost {
 // The measured constants: tools/bench/tune.sh prints these rows (a least-squares fit, in
 // relative error, of tccl_perf all-reduce times with each algorithm forced; 8 B to 16 MiB).
 //   host:   2026-11-25, "vm": the 2-core CI-class VM (Debian 12, loopback TCP), host buffers,
-//           2, 4 and 5 ranks (4 and 5 oversubscribe the 2 cores: their hops cost more, which
-//           no single `hop` fits well; median error 31-36%)
+//           2, 4 and 5 ranks, medians of 5 (4 and 5 oversubscribe the 2 cores: their hops
+//           cost more, which no single `hop` fits well; median error 28-50%)
 //   device: 2026-11-25, "vm": the H100 machine (16 cores), one GPU shared by 2 and 3 ranks
 //           under MPS, device buffers over the socket transport and the proxy (stage 5 brings
-//           the GPU transports); median error 13-14%
+//           the GPU transports), 8 B to 2 MiB, medians of 2; median error 4-10%
+// Both after the socket read-ahead and the one-tree small all-reduce (plan_tree.cc).
 // Index: [device][algo]; the device row applies when every rank of the communicator has a
 // GPU (a fact all ranks share, so they all choose alike), the host row otherwise.
 constexpr AlgoCost kCost[2][kNumAlgos] = {
     // host: ring, tree, recdoubling
-    {{0.0, 33.9, 0.957}, {0.0, 67.4, 0.769}, {0.0, 47.6, 0.841}},
+    {{0.0, 33.4, 0.789}, {0.0, 53.0, 0.911}, {0.0, 64.6, 0.673}},
     // device: ring, tree, recdoubling
-    {{18.3, 58.0, 1.544}, {156.6, 15.0, 1.813}, {63.8, 60.6, 1.532}},
+    {{86.6, 17.6, 1.365}, {52.3, 31.4, 1.604}, {34.6, 47.2, 1.567}},
 };
 
 const char* const kAlgoNames[kNumAlgos] = {"ring", "tree", "recdoubling"};

@@ -137,11 +137,13 @@ TEST(CostModel, ChoicesAtFixedPoints) {
     EXPECT_NE(choose(WorkFunc::kAllReduce, n, 8), int(kAlgoRing)) << n << " ranks";
   }
   // Bandwidth: 64 MiB never takes recursive doubling beyond 2 ranks (every step moves all of
-  // it), and at 4 ranks and more it takes the ring (the fewest bytes per link).
+  // it), and at 4 and 5 ranks it takes the ring (the fewest bytes per link). Only where the
+  // constants were measured: at 8 ranks the ring's 1.75 S against the tree's 2 S is within
+  // the difference of their fitted bandwidths, and the choice is the fit's, not a principle.
   for (int n : {3, 4, 5, 8}) {
     EXPECT_NE(choose(WorkFunc::kAllReduce, n, 64 << 20), int(kAlgoRecDoubling)) << n << " ranks";
   }
-  for (int n : {4, 5, 8}) {
+  for (int n : {4, 5}) {
     EXPECT_EQ(choose(WorkFunc::kAllReduce, n, 64 << 20), int(kAlgoRing)) << n << " ranks";
   }
   // Broadcast at 16 ranks: 4 tree hops against 15 ring hops for a small message.

@@ -8,7 +8,10 @@
 # (default 3), runs in turn (interleaved, so a slow minute of a shared VM hits all alike):
 #   tccl_perf -t allreduce   with TCCL_ALGO=ring, =tree, =recdoubling, and unset (auto)
 #   tccl_mpi_perf -t allreduce   with `--mca btl tcp,self` (Open MPI over TCP)
-# over 8 B .. TCCL_CMP_MAX (default 16M), float sum, data checked (-c 1). Raw outputs go to
+# over 8 B .. TCCL_CMP_MAX (default 16M), float sum, data checked (-c 1): 8 B .. 64 KiB with
+# TCCL_CMP_ITERS_SMALL iterations (default 100: a few microseconds of noise per call would
+# otherwise decide the latency columns), 128 KiB and up with TCCL_CMP_ITERS (default 20).
+# Raw outputs go to
 # out-dir (default build/compare_algos): <np>.<variant>.<rep>.txt; then it prints one
 # markdown table per rank count (median time per size of each variant, and auto/best and
 # auto/MPI ratios) and writes <np>.<variant>.median.txt (tccl_perf's table with median times,
@@ -24,6 +27,7 @@ reps=${TCCL_CMP_REPS:-3}
 max=${TCCL_CMP_MAX:-16M}
 mem=${TCCL_CMP_MEM:-host}  # device: GPU buffers (the GPU machine); then no MPI column
 iters=${TCCL_CMP_ITERS:-20}
+iters_small=${TCCL_CMP_ITERS_SMALL:-100}
 perf=${TCCL_PERF:-$(find "$build" -path '*stage3-tree/bench/tccl_perf' -perm -u+x | head -n 1)}
 mpi=${TCCL_MPI_PERF:-$(find "$build" -path '*stage3-tree/bench/tccl_mpi_perf' -perm -u+x | head -n 1)}
 if [[ -z "$perf" || -z "$mpi" ]]; then  # (TCCL_MPI_PERF=none with TCCL_CMP_MEM=device)
@@ -34,7 +38,11 @@ mkdir -p "$out"
 mpirun_cmd=(mpirun --bind-to none --oversubscribe)
 if [[ $(id -u) -eq 0 ]]; then mpirun_cmd+=(--allow-run-as-root); fi
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
-args=(-t allreduce -d float -b 8 -e "$max" -f 4 -n "$iters" -w 3 -c 1 -m "$mem")
+common=(-t allreduce -d float -f 4 -w 3 -c 1)
+# The two size ranges of one variant, one after the other into the same file.
+maxb=$(numfmt --from=iec "$max")
+ranges=("-b 8 -e $((maxb < 65536 ? maxb : 65536)) -n $iters_small")
+if ((maxb >= 131072)); then ranges+=("-b 128K -e $max -n $iters"); fi
 variants=(ring tree recdoubling auto)
 [[ $mem == device ]] || variants+=(mpi)
 
@@ -42,13 +50,19 @@ for np in $nps; do
   for rep in $(seq 1 "$reps"); do
     for v in "${variants[@]}"; do
       f=$out/$np.$v.$rep.txt
-      if [[ $v == mpi ]]; then
-        "${mpirun_cmd[@]}" -np "$np" --mca btl tcp,self "$mpi" "${args[@]:0:${#args[@]}-2}" >"$f" 2>&1
-      elif [[ $v == auto ]]; then
-        env -u TCCL_ALGO "${mpirun_cmd[@]}" -np "$np" "$perf" "${args[@]}" >"$f" 2>&1
-      else
-        TCCL_ALGO=$v "${mpirun_cmd[@]}" -np "$np" -x TCCL_ALGO "$perf" "${args[@]}" >"$f" 2>&1
-      fi || { echo "compare_algos.sh: failed: np=$np $v (see $f)" >&2; exit 1; }
+      : >"$f"
+      for range in "${ranges[@]}"; do
+        # shellcheck disable=SC2206  # the range's words are the arguments
+        args=("${common[@]}" $range)
+        if [[ $v == mpi ]]; then
+          "${mpirun_cmd[@]}" -np "$np" --mca btl tcp,self "$mpi" "${args[@]}" >>"$f" 2>&1
+        elif [[ $v == auto ]]; then
+          env -u TCCL_ALGO "${mpirun_cmd[@]}" -np "$np" "$perf" "${args[@]}" -m "$mem" >>"$f" 2>&1
+        else
+          TCCL_ALGO=$v "${mpirun_cmd[@]}" -np "$np" -x TCCL_ALGO "$perf" "${args[@]}" -m "$mem" \
+            >>"$f" 2>&1
+        fi || { echo "compare_algos.sh: failed: np=$np $v (see $f)" >&2; exit 1; }
+      done
     done
   done
 done
@@ -93,10 +107,14 @@ for np in nps:
         with open(f"{out}/{np}.{v}.median.txt", "w") as fh:
             fh.write(f"# median of {reps} runs (tools/bench/compare_algos.sh)\n")
             it = iter(lines)
+            rows_seen = False  # one header: the second size range's is dropped
             for line in open(f"{out}/{np}.{v}.1.txt"):
                 f = line.split()
                 if not line.startswith("#") and len(f) >= 9 and f[0].isdigit():
                     line = next(it) + "\n"
+                    rows_seen = True
+                elif rows_seen:
+                    continue
                 fh.write(line)
     sizes = [row[0] for row in rows(f"{out}/{np}.ring.1.txt")]
     mpi = "mpi" in variants

@@ -82,7 +82,12 @@ for algo in ("ring", "tree", "recdoubling"):
     rows[algo] = (base, hop, gbps, sorted(err)[len(err) // 2])
 
 today = datetime.date.today().isoformat()
-print(f"// {today}, {host} ({cores} cores), host buffers; fit of {data}")
+# compare_algos.sh's files say which buffers they measured (TCCL_CMP_MEM): host or device.
+mem = "host"
+for path in glob.glob(f"{data}/*.ring.median.txt"):
+    m = re.search(r"memory: (\w+)", open(path).read())
+    mem = m.group(1) if m else mem
+print(f"// {today}, {host} ({cores} cores), {mem} buffers; fit of {data}")
 print("    {" + ", ".join(f"{{{b:.1f}, {h:.1f}, {g:.3f}}}" for b, h, g, _ in rows.values()) + "},")
 for algo, (b, h, g, e) in rows.items():
     print(f"//   {algo:12} base {b:6.1f} us  hop {h:6.1f} us  bw {g:7.3f} GB/s  "
