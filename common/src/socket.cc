@@ -88,12 +88,13 @@ Socket& Socket::operator=(Socket&& o) noexcept {
   return *this;
 }
 
-void Socket::setReadAhead(size_t bytes) {
+bool Socket::setReadAhead(size_t bytes) {
   // Bytes already read ahead belong to the stream: dropping them would lose data.
-  if (readAheadBytes() != 0) return;
+  if (readAheadBytes() != 0) return false;
   ahead_.reset(bytes ? new char[bytes] : nullptr);
   aheadCap_ = bytes;
   aheadBegin_ = aheadEnd_ = 0;
+  return true;
 }
 
 size_t Socket::takeReadAhead(void* data, size_t size) {
@@ -106,6 +107,7 @@ size_t Socket::takeReadAhead(void* data, size_t size) {
 void Socket::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  aheadBegin_ = aheadEnd_ = 0;  // what was read ahead belonged to that connection
 }
 
 tcclResult_t Socket::listen(const SocketAddress& addr, SocketAddress* bound, int backlog) {
@@ -272,8 +274,9 @@ tcclResult_t Socket::tryRecv(void* data, size_t size, size_t* done) {
   }
   if (readAheadBytes() > 0) {
     // Only what was read ahead, even when more is wanted: a short read sends the caller to
-    // poll(), which finds the socket readable if the kernel has more. (A caller that waits on
-    // this socket therefore never leaves bytes behind in the read-ahead.)
+    // poll(), which finds the socket readable if the kernel has more. (So whenever a read
+    // comes up short, the read-ahead is empty: a caller that then sleeps in poll() on this
+    // socket leaves nothing behind in it.)
     *done += takeReadAhead(data, size);
     return tcclSuccess;
   }

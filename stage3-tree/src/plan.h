@@ -15,6 +15,8 @@
 #ifndef TCCL_PLAN_H_
 #define TCCL_PLAN_H_
 
+#include <cstddef>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -27,7 +29,11 @@ namespace tccl {
 
 /// One phase of a communicator's plan: a batch and the connectors its items use.
 struct Phase {
-  WorkBatch batch{};
+  /// Zeroes the batch's header only. The arrays are written as items are added (addItem
+  /// zeroes each item it takes); zeroing all of them (18 KB in stage 3) on every call was 2%
+  /// of a 2-rank 8-byte all-reduce's CPU profile.
+  Phase() { std::memset(static_cast<void*>(&batch), 0, offsetof(WorkBatch, items)); }
+  WorkBatch batch;
   std::vector<std::pair<int, Connector*>> itemConns;  // item index -> connector (null: none)
   // Stage 3: multi-peer items (trees, recursive doubling) keep their connections in the
   // batch's conns table: table index -> connector (null: no peer in that slot).

@@ -50,7 +50,10 @@ struct AlgoCost {
 //   device: 2026-11-25, "vm": the H100 machine (16 cores), one GPU shared by 2 and 3 ranks
 //           under MPS, device buffers over the socket transport and the proxy (stage 5 brings
 //           the GPU transports), 8 B to 2 MiB, medians of 2; median error 4-10%
-// Both after the socket read-ahead and the one-tree small all-reduce (plan_tree.cc).
+// Both after the socket read-ahead and the one-tree small all-reduce (plan_tree.cc; the device
+// run had its first threshold, 16 KiB, the host run today's 64 KiB). The tree's line stands
+// for both of its forms: below the threshold one unpipelined tree (an inner node sends about
+// 3 S), above it the double tree; a small message's time is its hops either way.
 // Index: [device][algo]; the device row applies when every rank of the communicator has a
 // GPU (a fact all ranks share, so they all choose alike), the host row otherwise.
 constexpr AlgoCost kCost[2][kNumAlgos] = {

@@ -10,7 +10,12 @@
 #                 TCCL_ALGO=tree: AllReduce (tree_sweep) and Broadcast and Reduce
 #                 (tree_rooted_sweep) at 1..8 ranks, and
 #                 TCCL_ALGO=recdoubling (AllReduce) at 2..8 ranks; with a 64 KiB FIFO at 3 and 5
-#                 ranks (many chunks: the pipelines); TCCL_ALGO=ring at 3 and 5 ranks (the
+#                 ranks (many chunks: the pipelines); the small all-reduces (one tree, up-down
+#                 items) with a 2 KiB FIFO at 2, 3 and 5 ranks (up to 32 steps through 8 slots:
+#                 the up-down loops wrap around the FIFO; a root that turned chunks around on
+#                 the way up would still pass here, since the sockets' kernel buffers hold a
+#                 whole small all-reduce: that deadlock needs chapter 5's FIFO-only
+#                 transports); TCCL_ALGO=ring at 3 and 5 ranks (the
 #                 stage-3 ring sweep itself runs with the model's choice, which is not the
 #                 ring for small counts)
 #
@@ -34,6 +39,11 @@ foreach(np 2 3 4 5 6 7 8)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}rd_sweep NP ${np} COMMAND ${_sweep}
     --gtest_filter=*allreduce*
     LABELS ${_tree_labels} TIMEOUT 300 ENVIRONMENT TCCL_ALGO=recdoubling)
+endforeach()
+foreach(np 2 3 5)
+  tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}tree_sweep_tinyfifo NP ${np} COMMAND ${_sweep}
+    --gtest_filter=*Small*allreduce*
+    LABELS ${_tree_labels} TIMEOUT 300 ENVIRONMENT TCCL_ALGO=tree TCCL_BUFFSIZE=2048)
 endforeach()
 foreach(np 3 5)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}tree_sweep_smallfifo NP ${np} COMMAND ${_sweep}

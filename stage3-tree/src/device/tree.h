@@ -10,7 +10,8 @@
  *   root                         recvReduceCopySend(in -> out): the result, turned around
  *   down  (every non-root node)  leaf: recv(out)           inner: recvCopySend(out)
  *
- * A non-root node runs its up half and its down half as two items side by side (NCCL's
+ * That is a large all-reduce, on the double tree (a small one differs at the root, below). A
+ * non-root node runs its up half and its down half as two items side by side (NCCL's
  * runTreeSplit gives them two groups of warps): chunk c can travel down while chunk c+1 still
  * travels up, so a tree all-reduce takes about 2 log n chunk times plus the data time instead
  * of 2 log n times the whole data. An inner node receives from two children at once (fan-in,

@@ -68,7 +68,8 @@ class Socket {
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
   void close();
-  /// Releases ownership of the fd.
+  /// Releases ownership of the fd (bytes read ahead, if any, stay behind: release only a
+  /// socket that never read ahead).
   int release() { int f = fd_; fd_ = -1; return f; }
 
   /// Binds and listens on `addr` (port 0: any free port); `bound` gets the real address.
@@ -95,8 +96,9 @@ class Socket {
   /// `bytes`, and the next reads are served from what came along first. The socket transport
   /// turns it on for the socket that carries its headers: a small message then arrives with
   /// its header in one recv() instead of two (Open MPI's TCP BTL reads a whole fragment the
-  /// same way). 0 turns it off (it must then be empty). recvAll drains it too.
-  void setReadAhead(size_t bytes);
+  /// same way). 0 turns it off. Refused (false) while bytes wait in it: they belong to the
+  /// stream. recvAll drains it too; close() empties it.
+  bool setReadAhead(size_t bytes);
   /// Bytes read from the kernel that no read has taken yet.
   size_t readAheadBytes() const { return aheadEnd_ - aheadBegin_; }
 

@@ -15,7 +15,9 @@
  * connection may use several TCP sockets (TCCL_NSOCKS_PERCONN): a large step is cut into
  * equal parts, part i on socket i, which helps when one TCP stream cannot fill the link.
  *
- * Invariants: the receiver checks every header (0 <= size <= stepBytes) before reading data;
+ * Invariants: the receiver checks every header (0 <= size <= stepBytes) before it moves any
+ * data to a slot or a user buffer (socket 0's read-ahead may have read up to 4 KiB past the
+ * header into its own buffer);
  * every socket of a connection presents the communicator's secret, rank and channel in a hello
  * before it is used; a closed or reset socket is a tcclRemoteError, never a hang.
  *
