@@ -262,6 +262,50 @@ TEST(Socket, TrySend2SendsBothPiecesInOrderAndResumes) {
   EXPECT_TRUE(got == want) << "bytes arrived out of order or changed";
 }
 
+// The read-ahead behind the socket transport's header reads: a small read takes what came
+// along into the socket's buffer, later reads (tryRecv and recvAll) are served from it in
+// stream order, a short read leaves it empty, and it cannot be dropped while it holds bytes.
+TEST(Socket, ReadAheadServesSmallReadsInStreamOrder) {
+  Socket c, s;
+  makePair("127.0.0.1", &c, &s);
+  ASSERT_TRUE(s.setReadAhead(64));
+  const std::string stream = "HDR1payload-oneHDR2z";  // one send: one segment on loopback
+  size_t sent = 0;
+  ASSERT_EQ(c.trySend(stream.data(), stream.size(), &sent), tcclSuccess);
+  ASSERT_EQ(sent, stream.size());
+  char buf[256] = {};
+  size_t done = 0;
+  const auto until = deadlineIn(5);
+  while (done == 0 && Clock::now() < until) ASSERT_EQ(s.tryRecv(buf, 4, &done), tcclSuccess);
+  ASSERT_EQ(done, 4u);
+  EXPECT_EQ(std::string(buf, 4), "HDR1");
+  EXPECT_EQ(s.readAheadBytes(), stream.size() - 4) << "the rest came along in the same recv()";
+  EXPECT_FALSE(s.setReadAhead(0)) << "buffered bytes belong to the stream";
+  done = 0;
+  ASSERT_EQ(s.tryRecv(buf, 11, &done), tcclSuccess);
+  EXPECT_EQ(std::string(buf, done), "payload-one");
+  done = 0;
+  ASSERT_EQ(s.tryRecv(buf, 8, &done), tcclSuccess);  // wants more than is buffered
+  EXPECT_EQ(std::string(buf, done), "HDR2z") << "a short read returns what was read ahead";
+  EXPECT_EQ(s.readAheadBytes(), 0u) << "a short read leaves the read-ahead empty";
+  // A read of the buffer's size or more goes straight to the caller's memory; recvAll takes
+  // what a small tryRecv read ahead first.
+  const std::string big(100, 'b');
+  ASSERT_EQ(c.trySend((big + "tail").data(), big.size() + 4, &sent), tcclSuccess);
+  done = 0;
+  while (done < big.size() && Clock::now() < until) {
+    ASSERT_EQ(s.tryRecv(buf + done, big.size() - done, &done), tcclSuccess);
+  }
+  EXPECT_EQ(std::string(buf, done), big);
+  EXPECT_EQ(s.readAheadBytes(), 0u);
+  done = 0;
+  while (done == 0 && Clock::now() < until) ASSERT_EQ(s.tryRecv(buf, 1, &done), tcclSuccess);
+  EXPECT_EQ(buf[0], 't');
+  ASSERT_EQ(s.recvAll(buf, 3, deadlineIn(5)), tcclSuccess);
+  EXPECT_EQ(std::string(buf, 3), "ail");
+  EXPECT_TRUE(s.setReadAhead(0));
+}
+
 TEST(Socket, ConnectWaitsForLateListener) {
   // Find a free port, then listen on it only after the client started connecting.
   SocketAddress addr = parsed("127.0.0.1"), bound;
