@@ -99,7 +99,9 @@ tcclResult_t addTreeItems(tcclComm* comm, Phase& phase, WorkFunc func, const Tre
       slots[kTreeRecvChild0 + i] = conn(node.child[i], false);
       slots[kTreeSendChild0 + i] = conn(node.child[i], true);
     }
-    const int peer = !node.isRoot() ? node.parent : node.child[0] >= 0 ? node.child[0] : node.child[1];
+    const int peer = !node.isRoot()       ? node.parent
+                     : node.child[0] >= 0 ? node.child[0]
+                                          : node.child[1];
     return addTableItem(phase, WorkKind::kTreeUpDown, peer, t, slots, elems.start, elems.count);
   }
   if (node.isRoot()) {
