@@ -18,7 +18,13 @@
 #       tests/errors/errors_tests.cmake          for n >= 2   (the error table, docs/errors.md)
 #       tests/soak/soak_tests.cmake              for n >= 2   (the soak, label "soak")
 #       tests/tree/tree_tests.cmake              for n >= 3   (trees, recursive doubling, tuning)
+#       tests/torch/torch_tests.cmake            for n >= 4   (the torch.distributed backend)
 #     A new chapter adds its line to the table in the function body.
+#     A fragment included for a later stage than its feature's (TCCL_FEATURE_REPEAT, whole-tree
+#     builds only) registers its multi-rank tests at fewer rank counts: it writes
+#     `tccl_stage_nps(_nps 1 2 3 4 5)` + `foreach(np IN LISTS _nps)`, and guards extra rank
+#     counts of one test (e.g. a 7-rank run) with `if(NOT TCCL_FEATURE_REPEAT)`. Configuration
+#     variants (another FIFO size, another socket count) keep running in every stage.
 #     Calling it twice for the same n does nothing the second time: a stage built inside the
 #     whole tree may register its own tests, and tests/CMakeLists.txt then skips that stage.
 #     Without the harness (no GoogleTest or MPI) it prints a message and adds nothing.
@@ -90,13 +96,44 @@ function(tccl_add_stage_tests)
       2 shim/shim_tests.cmake
       2 errors/errors_tests.cmake
       2 soak/soak_tests.cmake
-      3 tree/tree_tests.cmake)
+      3 tree/tree_tests.cmake
+      4 torch/torch_tests.cmake)
+  # A feature runs at every rank count in the stage that introduced it; a later stage of the
+  # whole tree re-runs it at fewer rank counts (tccl_stage_nps), which keeps CI's time flat as
+  # chapters are added. A stage built on its own, or TCCL_TEST_ALL_RANKS=ON, runs them all.
+  if(DEFINED TCCL_TEST_ALL_RANKS)
+    set(all_ranks ${TCCL_TEST_ALL_RANKS})
+  elseif(TCCL_STANDALONE_STAGE)
+    set(all_ranks ON)
+  else()
+    set(all_ranks OFF)
+  endif()
   while(features)
     list(POP_FRONT features since fragment)
     if(TCCL_STAGE_NUM GREATER_EQUAL since AND EXISTS ${tests_dir}/${fragment})
+      if(NOT all_ranks AND TCCL_STAGE_NUM GREATER since)
+        set(TCCL_FEATURE_REPEAT ON)
+      else()
+        set(TCCL_FEATURE_REPEAT OFF)
+      endif()
       include(${tests_dir}/${fragment})
     endif()
   endwhile()
+endfunction()
+
+# tccl_stage_nps(<out-var> <np>...): the rank counts a fragment registers a test at. All of
+# them normally; when TCCL_FEATURE_REPEAT is on (an earlier stage's feature, re-run in a later
+# stage), one: 3 (odd, more than two, cheap) when listed, else the first.
+function(tccl_stage_nps out)
+  set(nps ${ARGN})
+  if(TCCL_FEATURE_REPEAT)
+    if(3 IN_LIST nps)
+      set(nps 3)
+    else()
+      list(GET nps 0 nps)
+    endif()
+  endif()
+  set(${out} ${nps} PARENT_SCOPE)
 endfunction()
 
 function(tccl_stage_test_executable target)

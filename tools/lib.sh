@@ -15,9 +15,11 @@ TCCL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TCCL_BUILD_PACKAGES=(build-essential cmake ninja-build openmpi-bin libopenmpi-dev libgtest-dev
   libgmock-dev pkg-config iproute2 python3)
 # ... plus what tools/test needs: the docs toolchain, clang for the fuzzers, matplotlib for
-# tools/trace and tools/plot (their tests draw pictures).
+# tools/trace and tools/plot (their tests draw pictures), and Debian's torch 1.13 (CPU) with
+# its headers for stage 4's torch.distributed backend (python3-dev: Python.h).
+TCCL_TORCH_PACKAGES=(python3-torch libtorch-dev python3-dev)
 TCCL_TEST_PACKAGES=("${TCCL_BUILD_PACKAGES[@]}" doxygen graphviz mkdocs mkdocs-material clang
-  python3-matplotlib)
+  python3-matplotlib "${TCCL_TORCH_PACKAGES[@]}")
 
 banner() {
   local line="=================================================================================="

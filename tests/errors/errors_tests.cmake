@@ -13,7 +13,8 @@ set(_errors_src ${CMAKE_CURRENT_LIST_DIR})
 set(_errors_labels ${TCCL_STAGE_LABEL} errors)
 
 tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_errors SOURCES ${_errors_src}/errors_test.cc)
-foreach(np 1 2)
+tccl_stage_nps(_nps 1 2)
+foreach(np IN LISTS _nps)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}errors NP ${np}
     COMMAND ${TCCL_STAGE_PREFIX}test_errors
     LABELS ${_errors_labels} TIMEOUT 120)

@@ -28,7 +28,8 @@ tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_p2p_group
 tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_p2p_errors
   SOURCES ${_p2p_src}/p2p_errors_test.cc)
 
-foreach(np 1 2 3 4 5)
+tccl_stage_nps(_nps 1 2 3 4 5)
+foreach(np IN LISTS _nps)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}p2p_patterns NP ${np}
     COMMAND ${TCCL_STAGE_PREFIX}test_p2p_patterns
     LABELS ${_p2p_labels} TIMEOUT 300)
@@ -44,12 +45,14 @@ tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}p2p_patterns_multisock NP 3
   COMMAND ${TCCL_STAGE_PREFIX}test_p2p_patterns
   LABELS ${_p2p_labels} TIMEOUT 120
   ENVIRONMENT TCCL_NSOCKS_PERCONN=3 TCCL_SOCKET_BUFFER=4096)
-foreach(np 2 4)
+tccl_stage_nps(_nps 2 4)
+foreach(np IN LISTS _nps)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}p2p_large NP ${np}
     COMMAND ${TCCL_STAGE_PREFIX}test_p2p_large
     LABELS ${_p2p_labels} TIMEOUT 300)
 endforeach()
-foreach(np 1 2)
+tccl_stage_nps(_nps 1 2)
+foreach(np IN LISTS _nps)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}p2p_errors NP ${np}
     COMMAND ${TCCL_STAGE_PREFIX}test_p2p_errors
     LABELS ${_p2p_labels} TIMEOUT 120)

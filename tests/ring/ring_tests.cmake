@@ -29,7 +29,8 @@ foreach(name sweep large group redop errors)
     SOURCES ${_ring_src}/ring_${name}_test.cc)
 endforeach()
 
-foreach(np 1 2 3 4 5)
+tccl_stage_nps(_nps 1 2 3 4 5)
+foreach(np IN LISTS _nps)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}ring_sweep NP ${np}
     COMMAND ${TCCL_STAGE_PREFIX}test_ring_sweep
     LABELS ${_ring_labels} TIMEOUT 300)
@@ -38,20 +39,24 @@ foreach(np 1 2 3 4 5)
     LABELS ${_ring_labels} TIMEOUT 120)
 endforeach()
 # 7 ranks: the small counts only (every root of 7, rings longer than the CI machine's cores).
-tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}ring_sweep_small NP 7
-  COMMAND ${TCCL_STAGE_PREFIX}test_ring_sweep --gtest_filter=*Small*:RingReferences.*
-  LABELS ${_ring_labels} TIMEOUT 300)
+if(NOT TCCL_FEATURE_REPEAT)
+  tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}ring_sweep_small NP 7
+    COMMAND ${TCCL_STAGE_PREFIX}test_ring_sweep --gtest_filter=*Small*:RingReferences.*
+    LABELS ${_ring_labels} TIMEOUT 300)
+endif()
 # A 64 KiB FIFO (8 KiB steps, 32 KiB chunks) and at least two channels.
 tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}ring_sweep_smallfifo NP 3
   COMMAND ${TCCL_STAGE_PREFIX}test_ring_sweep
   LABELS ${_ring_labels} TIMEOUT 300
   ENVIRONMENT TCCL_BUFFSIZE=65536 TCCL_MIN_NCHANNELS=2)
-foreach(np 2 4)
+tccl_stage_nps(_nps 2 4)
+foreach(np IN LISTS _nps)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}ring_large NP ${np}
     COMMAND ${TCCL_STAGE_PREFIX}test_ring_large
     LABELS ${_ring_labels} TIMEOUT 300)
 endforeach()
-foreach(np 1 2 3)
+tccl_stage_nps(_nps 1 2 3)
+foreach(np IN LISTS _nps)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}ring_redop NP ${np}
     COMMAND ${TCCL_STAGE_PREFIX}test_ring_redop
     LABELS ${_ring_labels} TIMEOUT 120)

@@ -92,7 +92,8 @@ else()
   add_executable(${TCCL_STAGE_PREFIX}test_shim ${CMAKE_CURRENT_LIST_DIR}/test_shim.cc)
   target_link_libraries(${TCCL_STAGE_PREFIX}test_shim PRIVATE ${_shim_target} tccl_test_harness)
   tccl_warnings(${TCCL_STAGE_PREFIX}test_shim)
-  foreach(np 1 2 3 4)
+  tccl_stage_nps(_nps 1 2 3 4)
+  foreach(np IN LISTS _nps)
     tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}shim NP ${np}
       COMMAND ${TCCL_STAGE_PREFIX}test_shim
       LABELS ${_shim_labels} TIMEOUT 180)

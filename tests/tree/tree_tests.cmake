@@ -27,7 +27,8 @@ set(_tree_labels ${TCCL_STAGE_LABEL} tree)
 set(_sweep ${TCCL_STAGE_PREFIX}test_ring_sweep)  # built by ring_tests.cmake
 # All-reduce and the rooted collectives apart: exercise 3.2 (the up half) is graded on the
 # rooted ones, where a missing up half fails fast instead of leaving the down half waiting.
-foreach(np 1 2 3 4 5 6 7 8)
+tccl_stage_nps(_nps 1 2 3 4 5 6 7 8)
+foreach(np IN LISTS _nps)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}tree_sweep NP ${np} COMMAND ${_sweep}
     --gtest_filter=*allreduce*
     LABELS ${_tree_labels} TIMEOUT 300 ENVIRONMENT TCCL_ALGO=tree)
@@ -35,17 +36,20 @@ foreach(np 1 2 3 4 5 6 7 8)
     --gtest_filter=*broadcast*:*/reduce_*
     LABELS ${_tree_labels} TIMEOUT 300 ENVIRONMENT TCCL_ALGO=tree)
 endforeach()
-foreach(np 2 3 4 5 6 7 8)
+tccl_stage_nps(_nps 2 3 4 5 6 7 8)
+foreach(np IN LISTS _nps)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}rd_sweep NP ${np} COMMAND ${_sweep}
     --gtest_filter=*allreduce*
     LABELS ${_tree_labels} TIMEOUT 300 ENVIRONMENT TCCL_ALGO=recdoubling)
 endforeach()
-foreach(np 2 3 5)
+tccl_stage_nps(_nps 2 3 5)
+foreach(np IN LISTS _nps)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}tree_sweep_tinyfifo NP ${np} COMMAND ${_sweep}
     --gtest_filter=*Small*allreduce*
     LABELS ${_tree_labels} TIMEOUT 300 ENVIRONMENT TCCL_ALGO=tree TCCL_BUFFSIZE=2048)
 endforeach()
-foreach(np 3 5)
+tccl_stage_nps(_nps 3 5)
+foreach(np IN LISTS _nps)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}tree_sweep_smallfifo NP ${np} COMMAND ${_sweep}
     --gtest_filter=*Medium*allreduce*:*Medium*broadcast*:*Medium*/reduce_*
     LABELS ${_tree_labels} TIMEOUT 300 ENVIRONMENT TCCL_ALGO=tree TCCL_BUFFSIZE=65536)

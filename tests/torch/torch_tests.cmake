@@ -1,0 +1,76 @@
+# tests/torch/torch_tests.cmake: the torch.distributed backend's tests (stage 4 and later).
+#
+# Included by tccl_add_stage_tests (tests/StageTests.cmake) once per stage. The backend is
+# built by <stage>/torch/CMakeLists.txt only when a python3 with torch is found; it leaves the
+# interpreter and the PYTHONPATH of the built package in global properties
+# TCCL_STAGE<N>_TORCH_PYTHON / _PYTHONPATH. Without them this fragment adds nothing (and says so).
+#
+# Every test runs its ranks through tests/torch/launch.py (a small torchrun with one timeout
+# for the whole job), CPU tensors, labels stage<N> and torch:
+#   torch_collectives   every collective x dtype x op x count, vs a reference and vs gloo
+#                       (2 and 3 ranks; 5 ranks with init_method tcp://, 2 with file://, quick)
+#   torch_ddp           DDP steps = single-process reference on the whole batch = gloo's DDP
+#   torch_errors_*      usage errors, a rank that dies, a silent rank and the timeout
+#   torch_example_*     the examples, launched by torch.distributed.run (torchrun)
+# Budget: about 40 s in all on the 2-core CI machine (python startup and `import torch` are
+# most of it). Timeouts are caps for hangs; the launcher's own --timeout fires first.
+# Added in: stage 4.
+
+get_property(_torch_python GLOBAL PROPERTY TCCL_STAGE${TCCL_STAGE_NUM}_TORCH_PYTHON)
+get_property(_torch_pythonpath GLOBAL PROPERTY TCCL_STAGE${TCCL_STAGE_NUM}_TORCH_PYTHONPATH)
+if(NOT _torch_pythonpath)
+  message(STATUS "tccl: stage ${TCCL_STAGE_NUM}: the torch backend is not built: its tests "
+                 "are not added")
+  return()
+endif()
+
+set(_torch_dir ${CMAKE_CURRENT_LIST_DIR})
+set(_torch_labels ${TCCL_STAGE_LABEL} torch)
+# PYTHONPATH: the built package (tccl_torch) and the test library (torch_testlib).
+set(_torch_env PYTHONPATH=${_torch_pythonpath}:${_torch_dir} PYTHONDONTWRITEBYTECODE=1
+    OMP_NUM_THREADS=1)
+
+# tccl_torch_test(NAME n NP np SCRIPT s [ARGS ...] [LAUNCH ...] [TIMEOUT t])
+function(tccl_torch_test)
+  cmake_parse_arguments(PARSE_ARGV 0 T "" "NAME;NP;SCRIPT;TIMEOUT" "ARGS;LAUNCH")
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  math(EXPR launcher_timeout "${T_TIMEOUT} - 10")
+  set(name ${TCCL_STAGE_PREFIX}${T_NAME}.np${T_NP})
+  add_test(NAME ${name}
+    COMMAND ${_torch_python} ${_torch_dir}/launch.py --np ${T_NP} --timeout ${launcher_timeout}
+            ${T_LAUNCH} ${_torch_dir}/${T_SCRIPT} ${T_ARGS})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} PROCESSORS ${T_NP}
+    LABELS "${_torch_labels}" ENVIRONMENT "${_torch_env}")
+endfunction()
+
+foreach(np 2 3)
+  tccl_torch_test(NAME torch_collectives NP ${np} SCRIPT test_collectives.py)
+  tccl_torch_test(NAME torch_ddp NP ${np} SCRIPT test_ddp.py)
+  tccl_torch_test(NAME torch_errors_usage NP ${np} SCRIPT test_errors.py ARGS --case usage)
+endforeach()
+tccl_torch_test(NAME torch_collectives_tcp NP 5 SCRIPT test_collectives.py
+                ARGS --init tcp --quick TIMEOUT 180)
+tccl_torch_test(NAME torch_collectives_file NP 2 SCRIPT test_collectives.py
+                ARGS --init file --quick)
+tccl_torch_test(NAME torch_errors_rank_dies NP 3 SCRIPT test_errors.py
+                ARGS --case rank-dies LAUNCH --expect-fail 2)
+tccl_torch_test(NAME torch_errors_timeout NP 2 SCRIPT test_errors.py
+                ARGS --case timeout --timeout 2)
+
+# The examples, through torch.distributed.run as a user runs them. Debian 12's torch 1.13
+# needs --redirects/--tee to start at all (design notes); later torch accepts them too.
+# torchrun writes its log folders under TMPDIR: keep them in the build tree.
+set(_examples_dir ${TCCL_STAGE_DIR}/torch/examples)
+set(_run_tmp ${CMAKE_CURRENT_BINARY_DIR}/${TCCL_STAGE_PREFIX}torchrun_tmp)
+file(MAKE_DIRECTORY ${_run_tmp})
+foreach(example ddp_one_param ddp_mlp)
+  set(name ${TCCL_STAGE_PREFIX}torch_example_${example}.np2)
+  add_test(NAME ${name}
+    COMMAND ${_torch_python} -m torch.distributed.run --redirects 9:0 --tee 9:0
+            --standalone --nproc_per_node=2 ${_examples_dir}/${example}.py)
+  set_tests_properties(${name} PROPERTIES TIMEOUT 120 PROCESSORS 2
+    LABELS "${_torch_labels};examples" ENVIRONMENT "${_torch_env};TMPDIR=${_run_tmp}"
+    PASS_REGULAR_EXPRESSION "verified OK" FAIL_REGULAR_EXPRESSION "WRONG|Traceback")
+endforeach()
