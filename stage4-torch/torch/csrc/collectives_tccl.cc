@@ -120,6 +120,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::allreduce_coalesced(
   TCCL_TORCH_CHECK(!tensors.empty(), "tccl: allreduce_coalesced: no tensors");
   for (const at::Tensor& t : tensors) checkTensor(t, "allreduce_coalesced");
   // One group: every all-reduce is planned and launched together (one tcclGroupEnd).
+  std::lock_guard<std::recursive_mutex> lock(callerMutex_);  // one block, one thread
   beginCoalescing();
   try {
     for (at::Tensor& t : tensors) {
@@ -227,6 +228,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::allgather_coalesced(
   TCCL_TORCH_CHECK(outputLists.size() == inputs.size(),
                    "tccl: allgather_coalesced: ", outputLists.size(), " output lists for ",
                    inputs.size(), " inputs");
+  std::lock_guard<std::recursive_mutex> lock(callerMutex_);  // one block, one thread
   beginCoalescing();
   try {
     for (size_t i = 0; i < inputs.size(); i++) {
@@ -484,6 +486,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::allgather_into_tensor_coalesced
   TCCL_TORCH_CHECK(outputs.size() == inputs.size(),
                    "tccl: allgather_into_tensor_coalesced: ", outputs.size(), " outputs for ",
                    inputs.size(), " inputs");
+  std::lock_guard<std::recursive_mutex> lock(callerMutex_);  // one block, one thread
   beginCoalescing();
   try {
     for (size_t i = 0; i < inputs.size(); i++) _allgather_base(outputs[i], inputs[i], opts);
@@ -501,6 +504,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::reduce_scatter_tensor_coalesced
   TCCL_TORCH_CHECK(outputs.size() == inputs.size(),
                    "tccl: reduce_scatter_tensor_coalesced: ", outputs.size(), " outputs for ",
                    inputs.size(), " inputs");
+  std::lock_guard<std::recursive_mutex> lock(callerMutex_);  // one block, one thread
   beginCoalescing();
   try {
     for (size_t i = 0; i < inputs.size(); i++) _reduce_scatter_base(outputs[i], inputs[i], opts);

@@ -125,6 +125,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::enqueue(c10d::OpType type, cons
                                                          std::vector<at::Tensor> outputs,
                                                          std::vector<at::Tensor> inputs, Body body,
                                                          const std::string& detail, Finish finish) {
+  std::lock_guard<std::recursive_mutex> lock(callerMutex_);
   auto work = makeWork(type, name, std::move(outputs), std::move(inputs), detail);
   if (coalescing_) {
     coalesced_.push_back(Pending{work, std::move(body), std::move(finish)});
@@ -170,12 +171,14 @@ void ProcessGroupTccl::endOnStream(WorkTccl& work) {
 // ---- coalescing: many calls, one tcclGroupStart/End -----------------------------------------
 
 void ProcessGroupTccl::beginCoalescing() {
+  std::lock_guard<std::recursive_mutex> lock(callerMutex_);
   TCCL_TORCH_CHECK(!coalescing_, "tccl: startCoalescing inside a coalescing block");
   coalescing_ = true;
   coalesced_.clear();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::finishCoalescing() {
+  std::lock_guard<std::recursive_mutex> lock(callerMutex_);
   TCCL_TORCH_CHECK(coalescing_, "tccl: endCoalescing without startCoalescing");
   coalescing_ = false;
   std::vector<Pending> ops = std::move(coalesced_);
@@ -279,8 +282,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::recvAnysource(std::vector<at::T
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::barrier(const c10d::BarrierOptions&) {
   at::Tensor token = at::zeros({1}, at::TensorOptions().dtype(at::kByte));
+  std::lock_guard<std::recursive_mutex> lock(callerMutex_);
 #if TCCL_TORCH_CUDA
-  // Read here, in the caller's thread (which alone writes it), not in the job.
+  // Read here, under the caller-side lock, not in the job (the worker thread).
   c10::optional<c10::cuda::CUDAStream> drain;
   if (usedCuda_) drain = stream_;
 #endif

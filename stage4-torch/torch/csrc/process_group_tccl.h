@@ -42,6 +42,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -185,6 +186,11 @@ class ProcessGroupTccl : public BackendBase {
 
   tcclComm_t comm_ = nullptr;
   std::unique_ptr<OpQueue> queue_;
+  // The caller-side state below (numbering, the group stream, coalescing) is guarded by this
+  // lock: torch may call a backend from more than one thread (DDP's hooks run on autograd's
+  // threads). Recursive: barrier and the coalesced collectives enqueue from inside a locked
+  // call. Issue order across threads is the order they take the lock.
+  std::recursive_mutex callerMutex_;
   uint64_t seq_ = 0;  // operations issued (the Work's number in logs and errors)
   bool closed_ = false;
   bool usedCuda_ = false;  // a CUDA op was issued: barrier must drain the group stream
