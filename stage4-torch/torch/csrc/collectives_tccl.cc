@@ -120,19 +120,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::allreduce_coalesced(
   TCCL_TORCH_CHECK(!tensors.empty(), "tccl: allreduce_coalesced: no tensors");
   for (const at::Tensor& t : tensors) checkTensor(t, "allreduce_coalesced");
   // One group: every all-reduce is planned and launched together (one tcclGroupEnd).
-  std::lock_guard<std::recursive_mutex> lock(callerMutex_);  // one block, one thread
-  beginCoalescing();
-  try {
+  return coalesced([&] {
     for (at::Tensor& t : tensors) {
       std::vector<at::Tensor> one{t};
       allreduce(one, opts);
     }
-  } catch (...) {
-    coalescing_ = false;
-    coalesced_.clear();
-    throw;
-  }
-  return finishCoalescing();
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::broadcast(std::vector<at::Tensor>& tensors,
@@ -228,20 +221,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::allgather_coalesced(
   TCCL_TORCH_CHECK(outputLists.size() == inputs.size(),
                    "tccl: allgather_coalesced: ", outputLists.size(), " output lists for ",
                    inputs.size(), " inputs");
-  std::lock_guard<std::recursive_mutex> lock(callerMutex_);  // one block, one thread
-  beginCoalescing();
-  try {
+  return coalesced([&] {
     for (size_t i = 0; i < inputs.size(); i++) {
       std::vector<std::vector<at::Tensor>> out{outputLists[i]};
       std::vector<at::Tensor> in{inputs[i]};
       allgather(out, in, opts);
     }
-  } catch (...) {
-    coalescing_ = false;
-    coalesced_.clear();
-    throw;
-  }
-  return finishCoalescing();
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::_reduce_scatter_base(
@@ -486,16 +472,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::allgather_into_tensor_coalesced
   TCCL_TORCH_CHECK(outputs.size() == inputs.size(),
                    "tccl: allgather_into_tensor_coalesced: ", outputs.size(), " outputs for ",
                    inputs.size(), " inputs");
-  std::lock_guard<std::recursive_mutex> lock(callerMutex_);  // one block, one thread
-  beginCoalescing();
-  try {
+  return coalesced([&] {
     for (size_t i = 0; i < inputs.size(); i++) _allgather_base(outputs[i], inputs[i], opts);
-  } catch (...) {
-    coalescing_ = false;
-    coalesced_.clear();
-    throw;
-  }
-  return finishCoalescing();
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::reduce_scatter_tensor_coalesced(
@@ -504,16 +483,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::reduce_scatter_tensor_coalesced
   TCCL_TORCH_CHECK(outputs.size() == inputs.size(),
                    "tccl: reduce_scatter_tensor_coalesced: ", outputs.size(), " outputs for ",
                    inputs.size(), " inputs");
-  std::lock_guard<std::recursive_mutex> lock(callerMutex_);  // one block, one thread
-  beginCoalescing();
-  try {
+  return coalesced([&] {
     for (size_t i = 0; i < inputs.size(); i++) _reduce_scatter_base(outputs[i], inputs[i], opts);
-  } catch (...) {
-    coalescing_ = false;
-    coalesced_.clear();
-    throw;
-  }
-  return finishCoalescing();
+  });
 }
 #endif
 

@@ -22,6 +22,17 @@ namespace {
 // prefixed with its own name, so one key serves every group.
 constexpr const char* kUniqueIdKey = "tccl_unique_id";
 
+// The checks send and recv share: one tensor, no tag, a peer inside the group.
+at::Tensor& p2pTensor(std::vector<at::Tensor>& tensors, int peer, int tag, int size,
+                      const char* call, const char* role) {
+  at::Tensor& t = singleTensor(tensors, call);
+  TCCL_TORCH_CHECK(tag == 0, "tccl: ", call, ": tags are not supported (tag=", tag,
+                   "): tccl, like NCCL, matches the messages between two ranks by their order");
+  TCCL_TORCH_CHECK(peer >= 0 && peer < size, "tccl: ", call, ": ", role, " rank ", peer,
+                   " is not in [0, ", size, ")");
+  return t;
+}
+
 }  // namespace
 
 ProcessGroupTccl::ProcessGroupTccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -177,6 +188,19 @@ void ProcessGroupTccl::beginCoalescing() {
   coalesced_.clear();
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::coalesced(const std::function<void()>& issue) {
+  std::lock_guard<std::recursive_mutex> lock(callerMutex_);  // one block, one thread
+  beginCoalescing();
+  try {
+    issue();
+  } catch (...) {  // a member's argument error: drop the block, nothing was queued
+    coalescing_ = false;
+    coalesced_.clear();
+    throw;
+  }
+  return finishCoalescing();
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::finishCoalescing() {
   std::lock_guard<std::recursive_mutex> lock(callerMutex_);
   TCCL_TORCH_CHECK(coalescing_, "tccl: endCoalescing without startCoalescing");
@@ -240,12 +264,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::finishCoalescing() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::send(std::vector<at::Tensor>& tensors, int dstRank,
                                                       int tag) {
-  at::Tensor& t = singleTensor(tensors, "send");
-  TCCL_TORCH_CHECK(tag == 0, "tccl: send: tags are not supported (tag=", tag,
-                   "): tccl, like NCCL, "
-                   "matches the messages between two ranks by their order");
-  TCCL_TORCH_CHECK(dstRank >= 0 && dstRank < size_, "tccl: send: destination rank ", dstRank,
-                   " is not in [0, ", size_, ")");
+  at::Tensor& t = p2pTensor(tensors, dstRank, tag, size_, "send", "destination");
   Buffer b = moveBuffer(t);
   return enqueue(
       c10d::OpType::SEND, "send", {}, {t},
@@ -257,12 +276,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::send(std::vector<at::Tensor>& t
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::recv(std::vector<at::Tensor>& tensors, int srcRank,
                                                       int tag) {
-  at::Tensor& t = singleTensor(tensors, "recv");
-  TCCL_TORCH_CHECK(tag == 0, "tccl: recv: tags are not supported (tag=", tag,
-                   "): tccl, like NCCL, "
-                   "matches the messages between two ranks by their order");
-  TCCL_TORCH_CHECK(srcRank >= 0 && srcRank < size_, "tccl: recv: source rank ", srcRank,
-                   " is not in [0, ", size_, ")");
+  at::Tensor& t = p2pTensor(tensors, srcRank, tag, size_, "recv", "source");
   Buffer b = moveBuffer(t);
   auto work = enqueue(
       c10d::OpType::RECV, "recv", {t}, {},

@@ -161,6 +161,8 @@ class ProcessGroupTccl : public BackendBase {
                                         std::vector<at::Tensor> outputs,
                                         std::vector<at::Tensor> inputs, const std::string& detail);
   void beginCoalescing();
+  /// beginCoalescing, issue() (the members' calls), finishCoalescing: one Work for all.
+  c10::intrusive_ptr<c10d::Work> coalesced(const std::function<void()>& issue);
   c10::intrusive_ptr<c10d::Work> finishCoalescing();
 
   /// The all-reduce of `in` into `out` (same shape, `r` made for them), queued. A bitwise op
