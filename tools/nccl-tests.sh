@@ -143,6 +143,10 @@ stage_tccl() {
   fi
   [[ -n $STAGE && -f $TCCL_ROOT/$STAGE/shim/nccl.h ]] || die "no stage with a shim/nccl.h (--stage)"
   local shimdir=$TCCL_BUILD/$STAGE/shim libdir=$TCCL_BUILD/$STAGE
+  # A stage built on its own (cmake -S <stage>) has its shim at the top of the build tree.
+  if [[ ! -d $libdir && -f $TCCL_BUILD/shim/libnccl.so.2 ]]; then
+    shimdir=$TCCL_BUILD/shim libdir=$TCCL_BUILD
+  fi
   [[ -f $shimdir/libnccl.so.2 ]] ||
     die "no $shimdir/libnccl.so.2: configure and build tccl in $TCCL_BUILD (--tccl-build)"
   [[ -f $libdir/libtccl.so ]] || die "no $libdir/libtccl.so"

@@ -40,11 +40,12 @@ endforeach()
 # Three sockets per connection and small kernel buffers: steps are split over sockets and
 # leave in many partial sends, the size header's gathered send too. The 4 KiB asked for is
 # raised to TCCL_SOCKET_BUFFER's 64 KiB floor; without the floor TCP stalls on delayed ACKs
-# (~25 s per MiB) and this test, ~2 s with it, runs into its timeout.
+# (~25 s per MiB) and this test, ~2 s with it, runs into its timeout. TCCL_SHM_DISABLE: from
+# stage 5 on, ranks of one host would otherwise not use sockets at all.
 tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}p2p_patterns_multisock NP 3
   COMMAND ${TCCL_STAGE_PREFIX}test_p2p_patterns
   LABELS ${_p2p_labels} TIMEOUT 120
-  ENVIRONMENT TCCL_NSOCKS_PERCONN=3 TCCL_SOCKET_BUFFER=4096)
+  ENVIRONMENT TCCL_NSOCKS_PERCONN=3 TCCL_SOCKET_BUFFER=4096 TCCL_SHM_DISABLE=1)
 tccl_stage_nps(_nps 2 4)
 foreach(np IN LISTS _nps)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}p2p_large NP ${np}

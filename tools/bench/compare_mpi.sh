@@ -16,7 +16,11 @@
 #   TCCL_CMP_REPS   runs per size and program, interleaved (tccl, MPI, tccl, ...); the table
 #                   shows each one's median. On a shared 2-core VM one run can be 2x off.  [1]
 #   TCCL_CMP_SIZES  sizes                                                        ["1M 16M 64M"]
+#   TCCL_CMP_BTL    Open MPI's transports: tcp,self (stage 1's yardstick, the sockets); from
+#                   stage 5, where tccl's ranks on one host use shared memory, vader,self
+#                   (Open MPI's shared memory)                                   [tcp,self]
 # Stage 2's target: TCCL_CMP_TEST=allreduce TCCL_CMP_NP=4 TCCL_CMP_REPS=7 compare_mpi.sh build
+# Stage 5's: TCCL_CMP_BTL=vader,self TCCL_CMP_TEST=allreduce TCCL_CMP_SIZES="8 1M 16M 64M" ...
 #
 # Finds the binaries under build-dir (default: build): stage 1's for sendrecv and alltoall, the
 # last stage's for the collectives; set TCCL_PERF / TCCL_MPI_PERF to pick others. mpirun flags
@@ -31,6 +35,7 @@ test=${TCCL_CMP_TEST:-sendrecv}
 np=${TCCL_CMP_NP:-2}
 reps=${TCCL_CMP_REPS:-1}
 sizes=${TCCL_CMP_SIZES:-"1M 16M 64M"}
+btl=${TCCL_CMP_BTL:-tcp,self}
 case $test in
   sendrecv | alltoall) dtype=uint8; pick=(head -n 1) ;;  # stage 1 has them
   *) dtype=float; pick=(tail -n 1) ;;                     # a later stage's collectives
@@ -65,16 +70,16 @@ median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[in
 
 printf '# %s, %s ranks, %s iterations per run, median of %s run(s); busbw in GB/s, time in us\n' \
   "$test" "$np" "$iters" "$reps"
-printf '# tccl: %s\n# MPI:  %s (--mca btl tcp,self)\n' "$tccl" "$mpi"
+printf '# tccl: %s\n# MPI:  %s (--mca btl %s)\n' "$tccl" "$mpi" "$btl"
 printf '%10s  %12s  %10s  %12s  %10s  %12s\n' size tccl_time tccl_busbw mpi_time mpi_busbw \
   tccl/mpi
 for size in $sizes; do
   tt="" tb="" mt="" mb=""
   for ((i = 0; i < reps; i++)); do
     # (Assignments, not `read < <(...)`: set -e must see a failed run.)
-    t=$(measure "${mpirun_cmd[@]}" --mca btl tcp,self "$tccl" -t "$test" \
+    t=$(measure "${mpirun_cmd[@]}" --mca btl "$btl" "$tccl" -t "$test" \
       -b "$size" -e "$size" -n "$iters" -w 5 -c 1 -d "$dtype")
-    m=$(measure "${mpirun_cmd[@]}" --mca btl tcp,self "$mpi" -t "$test" \
+    m=$(measure "${mpirun_cmd[@]}" --mca btl "$btl" "$mpi" -t "$test" \
       -b "$size" -e "$size" -n "$iters" -w 5 -c 1 -d "$dtype")
     tt+="${t% *} " tb+="${t#* } " mt+="${m% *} " mb+="${m#* } "
   done

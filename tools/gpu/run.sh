@@ -11,6 +11,9 @@
 # (algos, stage 3: device-buffer all-reduce with each algorithm forced, tools/bench/
 # compare_algos.sh without MPI, and tools/bench/tune.sh's fit: the cost model's device row.)
 # Environment: OUT (where logs go; default ./gpu-out), TCCL_GPU_NP (default "2 4"),
+#              TCCL_GPU_STAGE (e.g. stage5-transport-shm: build that stage on its own, without
+#              the torch backend, instead of the whole tree -- several times faster; its tests
+#              are then the ones run, under the label stageN),
 #              TCCL_GPU_CTEST_REGEX (extra ctest -R filter), TCCL_GPU_CTEST_EXCLUDE (ctest -LE
 #              labels, e.g. soak), TCCL_GPU_COUNT=0 (skip the device-case counts), NCCL_HOME (real NCCL; default:
 #              the one inside the installed torch wheel), TCCL_NCCLT_NP (rank counts of the
@@ -35,10 +38,16 @@ log "GPUs: $NGPU; steps: ${STEPS[*]}"
 nvidia-smi topo -m 2>/dev/null | head -8
 
 BUILD=$ROOT/build-gpu
+SRC=.
+STAGE=${TCCL_GPU_STAGE:-}
+if [[ -n $STAGE ]]; then
+  SRC=$STAGE BUILD=$ROOT/build-gpu-$STAGE
+  TCCL_GPU_LABELS=${TCCL_GPU_LABELS:-stage${STAGE//[!0-9]/}}
+fi
 if want build; then
-  log "build"
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-    >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+  log "build ${STAGE:-the whole tree}"
+  cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+    -DTCCL_WITH_TORCH=OFF >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
   # -k 0: keep going, so one broken target does not stop the tests of the others.
   cmake --build "$BUILD" -j"$(nproc)" -- -k 0 >"$OUT/build.log" 2>&1 || grep -E "error" "$OUT/build.log" | head -20
   log "build done"
@@ -58,7 +67,9 @@ if want test; then
     grep -E "^\s+[0-9]+ - .*(Failed|Timeout|Exception)" "$OUT/ctest-np$np.log" | head -20
     # Proof that the device path ran: count the test cases that passed on device buffers.
     [[ ${TCCL_GPU_COUNT:-1} == 1 ]] || continue
-    for t in s1_test_p2p_patterns s2_test_ring_sweep s3_test_ring_sweep; do
+    tests="s1_test_p2p_patterns s2_test_ring_sweep s3_test_ring_sweep"
+    [[ -z $STAGE ]] || tests="s${STAGE//[!0-9]/}_test_p2p_patterns s${STAGE//[!0-9]/}_test_ring_sweep"
+    for t in $tests; do
       n=$(TCCL_TEST_MEM=device timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$np" \
           "$BUILD/tests/$t" 2>&1 | grep -cE "\[ +OK +\] .*_device")
       echo "np=$np $t: $n test cases passed on device buffers"
@@ -107,7 +118,7 @@ if want ncclt && [[ -d .nccl-tests ]]; then
 fi
 
 # The latest stage's benchmark.
-PERF=$(ls "$BUILD"/stage*/bench/tccl_perf 2>/dev/null | sort -V | tail -n 1)
+PERF=$(ls "$BUILD"/stage*/bench/tccl_perf "$BUILD"/bench/tccl_perf 2>/dev/null | sort -V | tail -n 1)
 if want bench; then
   for np in $NP_LIST; do
     perf=$PERF

@@ -1,0 +1,326 @@
+/*
+ * group_launch.cc: turning a group's tasks into work and running it.
+ *
+ * What it is: the planner and launcher behind tcclGroupEnd. For each communicator:
+ *
+ *   1. classify buffers: all host (host executor) or all device (GPU executor), never mixed;
+ *   2. plan: the tasks become a list of phases, each a WorkBatch run to completion before the
+ *      next: the collectives (stage 2, plan_ring.cc; stage 3 first picks each one's algorithm,
+ *      tuning.h, and plans trees after rings, plan_tree.cc), then the p2p operations. In the p2p
+ *      phase, one WorkItem per (peer, direction) holds that peer's sends (or receives) in
+ *      issue order; sends to oneself are paired with receives from oneself as local copies;
+ *   3. connect the connectors the plan needs and that do not exist yet (lazily, as NCCL);
+ *   4. run, phase by phase: host batches start on every communicator's pool and are then
+ *      waited for; GPU batches are launched on their streams (stream order keeps the phases
+ *      in order).
+ *
+ * Invariants: every rank cuts the same work from matching calls (items ordered by peer, elems
+ * in issue order), so the two ends of each connector see the same sequence of messages;
+ * zero-byte operations move nothing on either side; a plan that does not fit one batch is
+ * refused with a message rather than split in a way that could deadlock.
+ *
+ * NCCL counterpart: src/enqueue.cc (ncclPrepareTasks, scheduleP2pTasksToPlan,
+ * ncclLaunchPrepare), src/group.cc (groupLaunch).
+ * Added in: stage 1; the collectives phase in stage 2; algorithm selection and trees in stage 3.
+ */
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "comm.h"
+#include "executor.h"
+#include "group.h"
+#include "plan.h"
+#include "trace.h"
+
+namespace tccl {
+
+namespace {
+
+tcclResult_t classifyMemory(tcclComm* comm, const CommTasks& t, bool* onDevice) {
+  bool anyHost = false, anyDevice = false;
+  for (const P2pTask& p : t.p2p) {
+    if (p.bytes == 0) continue;
+    MemType m;
+    TCCL_CHECK(pointerMemType(p.isSend ? p.sendbuff : p.recvbuff, comm->cudaDev, &m));
+    (m == MemType::kDevice ? anyDevice : anyHost) = true;
+  }
+  for (const CollTask& c : t.colls) {
+    for (const void* buf : {c.sendbuff, static_cast<const void*>(c.recvbuff)}) {
+      if (c.count == 0 || buf == nullptr) continue;  // not significant on this rank
+      MemType m;
+      TCCL_CHECK(pointerMemType(buf, comm->cudaDev, &m));
+      (m == MemType::kDevice ? anyDevice : anyHost) = true;
+    }
+  }
+  if (anyHost && anyDevice) {
+    TCCL_WARN("a group mixes host and device buffers on one communicator; use one kind per group");
+    return tcclInvalidUsage;
+  }
+  *onDevice = anyDevice;
+  return tcclSuccess;
+}
+
+WorkElem p2pElem(WorkFunc f, const void* src, void* dst, size_t bytes) {
+  WorkElem e{};
+  e.func = f;
+  e.sendbuff = src;
+  e.recvbuff = dst;
+  e.count = bytes;
+  return e;
+}
+
+// Device buffers (stage 5): a large message to a peer is cut into pieces, one per channel, so
+// that several thread blocks move it over several connections at once (NCCL spreads p2p over
+// channels the same way). The cut depends on the message's size alone, so the receiver cuts
+// the matching receive into the same pieces. Host buffers keep one channel (each would cost a
+// host thread).
+constexpr int kP2pDeviceChannels = 4;
+constexpr size_t kP2pChannelBytes = 512 << 10;  // at least this much per piece
+
+int p2pPieces(size_t bytes, bool onDevice) {
+  if (!onDevice) return 1;
+  return int(std::clamp<size_t>(bytes / kP2pChannelBytes, 1, kP2pDeviceChannels));
+}
+
+/// Piece `i` of `n` of an operation: 16-byte aligned boundaries (vector copies), the last
+/// piece takes the remainder.
+WorkElem p2pPiece(const WorkElem& e, int i, int n) {
+  const size_t step = (e.count / size_t(n)) / 16 * 16;
+  const size_t off = step * size_t(i);
+  WorkElem p = e;
+  p.count = i == n - 1 ? e.count - off : step;
+  if (e.sendbuff) p.sendbuff = static_cast<const char*>(e.sendbuff) + off;
+  if (e.recvbuff) p.recvbuff = static_cast<char*>(e.recvbuff) + off;
+  return p;
+}
+
+/// The items for one peer and direction: its operations in issue order, each cut into its
+/// pieces; piece i of every operation goes to channel i's item.
+tcclResult_t addPeerItems(tcclComm* comm, bool onDevice, Phase& phase, int peer, bool isSend,
+                          const std::vector<WorkElem>& elems) {
+  int channels = 1;
+  for (const WorkElem& e : elems) channels = std::max(channels, p2pPieces(e.count, onDevice));
+  for (int c = 0; c < channels; c++) {
+    std::vector<WorkElem> part;
+    for (const WorkElem& e : elems) {
+      const int n = p2pPieces(e.count, onDevice);
+      if (c < n) part.push_back(p2pPiece(e, c, n));
+    }
+    Connector* conn = comm->getConnector(peer, c, isSend, onDevice);
+    TCCL_CHECK(addItem(phase, WorkKind::kP2p, peer, c, isSend ? conn : nullptr,
+                       isSend ? nullptr : conn, part));
+  }
+  return tcclSuccess;
+}
+
+}  // namespace
+
+tcclResult_t addItem(Phase& phase, WorkKind kind, int peer, int channel, Connector* send,
+                     Connector* recv, const std::vector<WorkElem>& elems) {
+  WorkBatch& b = phase.batch;
+  if (b.nItems >= kMaxWorkItems || b.nElems + int(elems.size()) > kMaxWorkElems) {
+    TCCL_WARN("group too large: at most %d work items (peers x directions, channels) and %d "
+              "operations per communicator in one group",
+              kMaxWorkItems, kMaxWorkElems);
+    return tcclInvalidUsage;
+  }
+  WorkItem& it = b.items[b.nItems];
+  it = WorkItem{};
+  it.kind = kind;
+  it.peer = peer;
+  it.channel = channel;
+  it.elemStart = b.nElems;
+  it.elemCount = int(elems.size());
+  for (const WorkElem& e : elems) b.elems[b.nElems++] = e;
+  if (send) phase.itemConns.push_back({b.nItems, send});
+  if (recv) phase.itemConns.push_back({b.nItems, recv});
+  b.nItems++;
+  return tcclSuccess;
+}
+
+/// Step 2, the p2p phase: items per (peer, direction); self sends paired with self receives.
+tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
+  if (plan.tasks->p2p.empty()) return tcclSuccess;
+  std::map<int, std::vector<WorkElem>> sends, recvs;
+  std::vector<const P2pTask*> selfSends, selfRecvs;
+  // >>> exercise 1.2: a group's operations become per-peer lists
+  for (const P2pTask& p : plan.tasks->p2p) {
+    if (p.bytes == 0) continue;  // NCCL semantics: nothing moves, on either side
+    if (p.peer == comm->rank) {
+      (p.isSend ? selfSends : selfRecvs).push_back(&p);
+    } else if (p.isSend) {
+      sends[p.peer].push_back(p2pElem(WorkFunc::kSend, p.sendbuff, nullptr, p.bytes));
+    } else {
+      recvs[p.peer].push_back(p2pElem(WorkFunc::kRecv, nullptr, p.recvbuff, p.bytes));
+    }
+  }
+  // <<< exercise 1.2
+  if (selfSends.size() != selfRecvs.size()) {
+    TCCL_WARN("rank %d: %zu send(s) to itself but %zu receive(s) from itself in one group",
+              comm->rank, selfSends.size(), selfRecvs.size());
+    return tcclInvalidUsage;
+  }
+  std::vector<WorkElem> copies;
+  for (size_t i = 0; i < selfSends.size(); i++) {
+    if (selfSends[i]->bytes != selfRecvs[i]->bytes) {
+      TCCL_WARN("rank %d: send to itself of %zu bytes matched with a receive of %zu bytes",
+                comm->rank, selfSends[i]->bytes, selfRecvs[i]->bytes);
+      return tcclInvalidUsage;
+    }
+    copies.push_back(p2pElem(WorkFunc::kCopy, selfSends[i]->sendbuff, selfRecvs[i]->recvbuff,
+                             selfSends[i]->bytes));
+  }
+  Phase phase;
+  if (!copies.empty() && plan.onDevice) {
+    // On the GPU the copy engine does them, at device-copy speed (stage 5).
+    for (const WorkElem& e : copies) {
+      if (e.sendbuff != e.recvbuff) phase.deviceCopies.push_back({e.sendbuff, e.recvbuff, e.count});
+    }
+  } else if (!copies.empty()) {
+    TCCL_CHECK(addItem(phase, WorkKind::kP2p, -1, 0, nullptr, nullptr, copies));
+  }
+  for (auto& [peer, elems] : sends) {
+    TCCL_CHECK(addPeerItems(comm, plan.onDevice, phase, peer, true, elems));
+  }
+  for (auto& [peer, elems] : recvs) {
+    TCCL_CHECK(addPeerItems(comm, plan.onDevice, phase, peer, false, elems));
+  }
+  if (phase.batch.nItems > 0 || !phase.deviceCopies.empty()) plan.phases.push_back(std::move(phase));
+  return tcclSuccess;
+}
+
+namespace {
+
+/// The step timeline's "api" lane (trace.h): one span per operation of the group, from the
+/// launch until it is done (on the GPU: until the stream has passed the group's kernels).
+/// Every operation gets its sequence number here, traced or not.
+void recordOps(CommTasks& t, bool onDevice, uint64_t t0) {
+  tcclComm* comm = t.comm;
+  if (comm->tracePid < 0) {  // the hot path: numbers only, nothing allocated
+    comm->opCount += t.colls.size() + t.p2p.size();
+    return;
+  }
+  std::vector<TraceOp> ops;
+  for (const CollTask& c : t.colls) {  // the collectives phase runs first (plan_ring.cc)
+    const bool reduces = c.func != WorkFunc::kAllGather && c.func != WorkFunc::kBroadcast;
+    const bool rooted = c.func == WorkFunc::kBroadcast || c.func == WorkFunc::kReduce;
+    ops.push_back(TraceOp{collName(c.func), comm->opCount++, int64_t(c.count),
+                          int64_t(c.count * typeSize(c.dtype)), dtypeName(c.dtype),
+                          reduces ? redOpName(c.op.op) : nullptr, rooted ? c.root : -1, -1,
+                          algoName(c.algo), onDevice});
+  }
+  for (const P2pTask& p : t.p2p) {
+    ops.push_back(TraceOp{p.isSend ? "Send" : "Recv", comm->opCount++, int64_t(p.bytes),
+                          int64_t(p.bytes), nullptr, nullptr, -1, p.peer, "p2p", onDevice});
+  }
+  if (onDevice) return traceOpsOnStream(comm, t.stream, std::move(ops), t0);
+  const uint64_t t1 = traceNowNs();
+  for (const TraceOp& op : ops) traceOp(comm, op, t0, t1);
+}
+
+/// Step 2a (stage 3): each collective's algorithm, from the cost model or TCCL_ALGO.
+tcclResult_t selectAlgorithms(tcclComm* comm, CommTasks& t) {
+  for (CollTask& c : t.colls) {
+    const bool blocks = c.func == WorkFunc::kAllGather || c.func == WorkFunc::kReduceScatter;
+    const size_t bytes = c.count * typeSize(c.dtype) * (blocks ? size_t(comm->nranks) : 1);
+    TCCL_CHECK(selectAlgorithm(comm, c.func, bytes, &c.algo));
+  }
+  return tcclSuccess;
+}
+
+/// After connecting: point each item at its connector's ConnInfo.
+void bindConnectors(Phase& phase) {
+  for (auto& [index, c] : phase.itemConns) {
+    WorkItem& it = phase.batch.items[index];
+    if (c == nullptr) continue;
+    (c->isSend ? it.sendConn : it.recvConn) = c->conn;
+  }
+  for (auto& [index, c] : phase.tableConns) phase.batch.conns[index] = c->conn;  // stage 3
+}
+
+/// Step 4 for one phase of one communicator: launch on the GPU, or start on the host pool.
+/// callerRuns: this thread drives only this communicator, so it runs the items itself.
+tcclResult_t runPhase(CommTasks& tasks, bool onDevice, Phase& phase, bool callerRuns) {
+  tcclComm* comm = tasks.comm;
+  bindConnectors(phase);
+  phase.batch.abortFlag = comm->abortFlag;
+  if (onDevice) {
+    phase.batch.status = comm->devStatus;
+    if (comm->tracePid >= 0 && comm->traceBufs == nullptr) TCCL_CHECK(traceAllocGpu(comm));
+    phase.batch.trace = comm->traceBufs;  // null unless tracing
+    if (!phase.deviceCopies.empty()) {
+      TCCL_CHECK(launchDeviceCopies(comm, phase.deviceCopies, tasks.stream));
+    }
+    return launchGpuBatch(comm, phase.batch, tasks.stream);
+  }
+  if (comm->cudaDev >= 0) {
+    // Host buffers on a GPU communicator: the call is ordered after earlier work on the
+    // stream and on the communicator, then runs to completion.
+    if (comm->haveLaunched) TCCL_CHECK(eventSynchronize(comm->lastLaunch));
+    TCCL_CHECK(streamSynchronize(tasks.stream));
+  }
+  TCCL_CHECK(startHostBatch(comm, phase.batch, &phase.status, callerRuns));
+  phase.started = true;
+  return tcclSuccess;
+}
+
+}  // namespace
+
+tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
+  const uint64_t t0 = traceEnabled() ? traceNowNs() : 0;
+  std::vector<CommPlan> plans(comms.size());
+  std::vector<PendingConnects> pending;
+  for (size_t i = 0; i < comms.size(); i++) {
+    tcclComm* comm = comms[i].comm;
+    setLogRank(comm->rank);
+    TCCL_CHECK(comm->checkAsyncError());
+    plans[i].tasks = &comms[i];
+    TCCL_CHECK(classifyMemory(comm, comms[i], &plans[i].onDevice));
+    TCCL_CHECK(selectAlgorithms(comm, comms[i]));
+    TCCL_CHECK(planRing(comm, plans[i]));
+    TCCL_CHECK(planTree(comm, plans[i]));
+    TCCL_CHECK(planP2p(comm, plans[i]));
+    PendingConnects pc{comm, {}};
+    // Phases may share connectors (a collective's ring and a send to the same neighbour use
+    // the same (peer, channel, direction)): connect each one once.
+    std::set<Connector*> seen;
+    for (Phase& phase : plans[i].phases) {
+      for (auto& [index, c] : phase.itemConns) {
+        if (c != nullptr && !c->connected && seen.insert(c).second) pc.conns.push_back(c);
+      }
+      for (auto& [index, c] : phase.tableConns) {
+        if (!c->connected && seen.insert(c).second) pc.conns.push_back(c);
+      }
+    }
+    if (!pc.conns.empty()) pending.push_back(std::move(pc));
+  }
+  if (!pending.empty()) TCCL_CHECK(connectAll(pending));
+
+  // Phase by phase, host batches of every communicator start before any is waited for
+  // (several ranks may be driven by this one thread); GPU batches are simply launched.
+  size_t nPhases = 0;
+  for (auto& plan : plans) nPhases = std::max(nPhases, plan.phases.size());
+  const bool callerRuns = plans.size() == 1;
+  tcclResult_t res = tcclSuccess;
+  for (size_t ph = 0; ph < nPhases && res == tcclSuccess; ph++) {
+    for (size_t i = 0; i < plans.size() && res == tcclSuccess; i++) {
+      if (ph < plans[i].phases.size()) {
+        res = runPhase(comms[i], plans[i].onDevice, plans[i].phases[ph], callerRuns);
+      }
+    }
+    for (size_t i = 0; i < plans.size(); i++) {
+      if (ph >= plans[i].phases.size() || !plans[i].phases[ph].started) continue;
+      Phase& phase = plans[i].phases[ph];
+      // A failure after some batches started would leave them waiting for peers that will
+      // never come: abort those communicators so their items return.
+      if (res != tcclSuccess) comms[i].comm->setError(res);
+      tcclResult_t r = finishHostBatch(comms[i].comm, phase.batch, phase.status, callerRuns);
+      if (res == tcclSuccess) res = r;
+    }
+  }
+  for (size_t i = 0; i < plans.size(); i++) recordOps(comms[i], plans[i].onDevice, t0);
+  return res;
+}
+
+}  // namespace tccl

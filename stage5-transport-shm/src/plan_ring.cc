@@ -1,0 +1,129 @@
+/*
+ * plan_ring.cc: planning a group's collectives as ring work.
+ *
+ * What it is: the collectives phase of a plan (it runs before the p2p phase). Every channel
+ * gets one WorkItem that runs all the group's collectives in issue order on that channel's
+ * ring: it receives from rank-1 and sends to rank+1 over the channel's connectors. A
+ * collective uses as many channels as its size deserves (at least kMinChannelBytes each, at
+ * most TCCL_NCHANNELS or the config's maxCTAs) and its data is split between them.
+ *
+ * Chunks: a ring chunk is kChunkSteps FIFO steps (half the FIFO, as NCCL's Simple protocol),
+ * so while one chunk's steps drain the next can already fill.
+ *
+ * Invariants: channel counts and chunk sizes depend only on the call (count, type) and on
+ * knobs every rank shares, so all ranks cut the same chunks; one rank needs no connector.
+ *
+ * NCCL counterpart: src/enqueue.cc (ncclPrepareTasks / computeColl: nChannels, chunkSize),
+ * src/graph/rings.cc (the ring order; ours is plain rank order).
+ * Added in: stage 2; makeCollElem shared with the tree planner in stage 3.
+ */
+#include <algorithm>
+
+#include "comm.h"
+#include "plan.h"
+#include "red_op.h"
+
+// Channels (parallel rings) per collective, as NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS. On
+// host buffers one by default: over sockets each channel costs a host thread per rank, and
+// measured on the 2-core CI machine two channels made a 1 MiB all-reduce 1.8x slower. On
+// device buffers (stage 5) kDeviceChannels: a channel is a thread block, and one block moves
+// a few tens of GB/s where a GPU's memory and links move a thousand. 0 means that default.
+// Every rank must use the same values.
+TCCL_PARAM(MinNChannels, "MIN_NCHANNELS", 1)
+TCCL_PARAM(MaxNChannels, "MAX_NCHANNELS", 0)
+
+namespace tccl {
+
+namespace {
+
+constexpr int kChunkSteps = kNSteps / 2;        // NCCL's ALLREDUCE_CHUNKSTEPS
+constexpr size_t kMinChannelBytes = 256 << 10;  // below this a channel costs more than it gives
+constexpr int kDeviceChannels = 16;             // device buffers: NCCL's count on NVLink H100s
+
+/// How many channels a collective of `bytes` (per rank block for gather/scatter) uses: one per
+/// kMinChannelBytes, within [TCCL_MIN_NCHANNELS or minCTAs, maxChannels].
+int channelsFor(tcclComm* comm, size_t bytes, int maxChannels) {
+  int n = int(std::min<size_t>(size_t(maxChannels), std::max<size_t>(1, bytes / kMinChannelBytes)));
+  int minChannels = std::max(int(tcclParamMinNChannels()), comm->minChannels);
+  return std::max(n, std::min(maxChannels, minChannels));
+}
+
+/// A one-rank collective whose result is its input: every reduction but a premultiplied sum
+/// (a sum divided by one rank is the sum). Then the GPU copies with its copy engine.
+bool oneRankIsCopy(const WorkElem& e) {
+  const bool reduces = e.func == WorkFunc::kAllReduce || e.func == WorkFunc::kReduce ||
+                       e.func == WorkFunc::kReduceScatter;
+  return !reduces || DevRedOp(e.redOp) != DevRedOp::kPreMulSum;
+}
+
+int maxRingChannels(tcclComm* comm, bool onDevice) {
+  int n = int(tcclParamMaxNChannels());
+  if (n <= 0) n = onDevice ? kDeviceChannels : 1;
+  if (comm->maxChannels > 0) n = std::min(n, comm->maxChannels);
+  return std::clamp(n, 1, kMaxWorkItems);
+}
+
+}  // namespace
+
+tcclResult_t makeCollElem(const CollTask& t, bool onDevice, WorkElem* out) {
+  const uint64_t stepBytes = uint64_t(tcclParamBuffSize()) / kNSteps;
+  WorkElem e{};
+  e.func = t.func;
+  e.dtype = uint8_t(t.dtype);
+  e.root = t.root;
+  e.sendbuff = t.sendbuff;
+  e.recvbuff = t.recvbuff;
+  e.count = t.count;
+  if (t.func == WorkFunc::kAllReduce || t.func == WorkFunc::kReduceScatter ||
+      t.func == WorkFunc::kReduce) {
+    TCCL_CHECK(applyRedOp(t.op, t.dtype, onDevice, &e));
+  }
+  e.nChannels = 1;
+  e.chunkBytes = int32_t(std::min<uint64_t>(stepBytes * kChunkSteps, 1u << 30) / 16 * 16);
+  *out = e;
+  return tcclSuccess;
+}
+
+tcclResult_t planRing(tcclComm* comm, CommPlan& plan) {
+  const int maxChannels = maxRingChannels(comm, plan.onDevice);
+  std::vector<WorkElem> elems;
+  std::vector<DeviceCopy> copies;
+  int usedChannels = 1;
+  for (const CollTask& t : plan.tasks->colls) {
+    if (t.algo != kAlgoRing) continue;  // stage 3: planTree takes the others
+    WorkElem e;
+    TCCL_CHECK(makeCollElem(t, plan.onDevice, &e));
+    if (plan.onDevice && comm->nranks == 1 && oneRankIsCopy(e)) {
+      // One rank on the GPU: every collective is its input, unchanged (stage 5).
+      const size_t bytes = t.count * typeSize(t.dtype);
+      if (bytes > 0 && t.sendbuff != t.recvbuff) copies.push_back({t.sendbuff, t.recvbuff, bytes});
+      continue;
+    }
+    e.nChannels = channelsFor(comm, t.count * typeSize(t.dtype), maxChannels);
+    usedChannels = std::max(usedChannels, e.nChannels);
+    elems.push_back(e);
+  }
+  if (elems.empty() && copies.empty()) return tcclSuccess;
+  Phase phase;
+  phase.deviceCopies = std::move(copies);
+  phase.batch.rank = comm->rank;
+  phase.batch.nranks = comm->nranks;
+  const int next = (comm->rank + 1) % comm->nranks;
+  const int prev = (comm->rank + comm->nranks - 1) % comm->nranks;
+  for (int c = 0; c < usedChannels && !elems.empty(); c++) {
+    const bool dev = plan.onDevice;
+    Connector* send = comm->nranks > 1 ? comm->getConnector(next, c, true, dev) : nullptr;
+    Connector* recv = comm->nranks > 1 ? comm->getConnector(prev, c, false, dev) : nullptr;
+    // The elems are stored once (with channel 0's item); every channel's item runs them all.
+    TCCL_CHECK(addItem(phase, WorkKind::kRing, next, c, send, recv,
+                       c == 0 ? elems : std::vector<WorkElem>{}));
+    WorkItem& it = phase.batch.items[phase.batch.nItems - 1];
+    it.elemStart = 0;
+    it.elemCount = int(elems.size());
+  }
+  TCCL_INFO(kColl, "ring plan: %zu collective(s) on %d channel(s)", elems.size(), usedChannels);
+  plan.phases.push_back(std::move(phase));
+  return tcclSuccess;
+}
+
+}  // namespace tccl

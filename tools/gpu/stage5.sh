@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# tools/gpu/stage5.sh: chapter 5 on a GPU machine -- every transport at 2 and 3 ranks sharing
+# the GPU (with MPS and without), then the performance table against cudaMemcpy and NCCL.
+#
+# What it is: the device-machine half of stage 5's tests and benchmarks (CI has no GPU). It
+# builds stage5-transport-shm on its own (tools/gpu/run.sh with TCCL_GPU_STAGE; no torch
+# backend), and nccl-tests against the real NCCL and against the stage's nccl.h shim when
+# .nccl-tests/ holds its source (fetched separately, never committed). Then:
+#   test   on device buffers (TCCL_TEST_MEM=device): the ring sweep and the P2P patterns with
+#          each transport -- P2P (the default), SHM (TCCL_P2P_DISABLE=1), the network
+#          (TCCL_P2P_DISABLE=1 TCCL_SHM_DISABLE=1) -- at 2 and 3 ranks under MPS (the sweep at
+#          3, and at 2 over P2P), and the P2P
+#          patterns at 2 ranks without MPS (time-sliced: slow, but must be right); the INIT
+#          log's transport lines; /dev/shm afterwards;
+#   bench  cudaMemcpy's device-to-device rate (bench/memcpy_perf), then tccl_perf at 1 rank
+#          beside nccl-tests on the real NCCL and on tccl's shim at 1 rank (NCCL refuses two
+#          ranks on one GPU), then send/recv and all-reduce at 2 and 4 ranks under MPS.
+# Usage: tools/gpu/stage5.sh [build] [test] [bench]   (default: all three)
+# Environment: OUT (logs; default ./gpu-out).
+# Added in: stage 5.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu-out}
+mkdir -p "$OUT"
+STAGE=stage5-transport-shm
+B=$ROOT/build-gpu-$STAGE
+T=$B  # test programs: at the top of a stage's own build tree
+# nccl-tests builds, $NB-real and $NB-tccl (two trees: they build at once); under build-*
+# (git-ignored), so they survive between calls on a warm device machine.
+NB=$ROOT/build-ncclt
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+STEPS=("$@")
+((${#STEPS[@]})) || STEPS=(build test bench)
+want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
+log() { echo "== $(date +%T) $*"; }
+mpi() { timeout "${TMO:-240}" mpirun --allow-run-as-root --oversubscribe --bind-to none "$@"; }
+mps_on() { nvidia-cuda-mps-control -d 2>/dev/null && log "MPS on"; }
+mps_off() { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; }
+NCCL_HOME=${NCCL_HOME:-$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)}
+
+if want build; then
+  # nccl-tests on the real NCCL needs nothing of ours: it builds while tccl does.
+  if [[ -d .nccl-tests ]]; then
+    bash tools/nccl-tests.sh --only real --out "$NB-real" --nccl-home "$NCCL_HOME" \
+      .nccl-tests >"$OUT/ncclt-real-build.log" 2>&1 &
+  fi
+  OUT=$OUT TCCL_GPU_STAGE=$STAGE bash tools/gpu/run.sh build
+  if [[ -d .nccl-tests ]]; then
+    log "nccl-tests on the shim (real NCCL at $NCCL_HOME)"
+    bash tools/nccl-tests.sh --only tccl --out "$NB-tccl" --tccl-build "$B" --stage $STAGE \
+      .nccl-tests >"$OUT/ncclt-tccl-build.log" 2>&1 || tail -20 "$OUT/ncclt-tccl-build.log"
+    wait || tail -20 "$OUT/ncclt-real-build.log"
+  fi
+  ls "$NB"-*/*/all_reduce_perf 2>/dev/null
+  log "build done"
+fi
+
+# One test program at np ranks with one transport: the last lines, and the device cases run.
+run_case() {  # transport np exe [args...]
+  local tr=$1 np=$2 exe=$3; shift 3
+  local env=()
+  case $tr in
+    p2p) ;;
+    shm) env=(-x TCCL_P2P_DISABLE=1) ;;
+    net) env=(-x TCCL_P2P_DISABLE=1 -x TCCL_SHM_DISABLE=1) ;;
+  esac
+  local log=$OUT/test-$tr-np$np-$(basename "$exe").log
+  mpi -np "$np" -x TCCL_TEST_MEM=device "${env[@]}" "$T/$exe" --gtest_brief=1 "$@" >"$log" 2>&1
+  local rc=$?
+  echo "$tr np=$np $exe: exit $rc, $(grep -cE '\[ +OK +\] .*_device' "$log") device cases passed" \
+    "$(grep -E 'FAILED|Failure' "$log" | head -2 | tr '\n' ' ')"
+}
+
+if want test; then
+  mps_on
+  for tr in p2p shm net; do
+    run_case $tr 3 s5_test_ring_sweep
+    run_case $tr 2 s5_test_p2p_patterns
+    run_case $tr 3 s5_test_p2p_patterns
+  done
+  run_case p2p 2 s5_test_ring_sweep
+  run_case p2p 2 s5_test_p2p_large
+  run_case p2p 3 s5_test_ring_group
+  log "transport lines (TCCL_DEBUG_SUBSYS=INIT), 2 ranks"
+  for tr in "" "-x TCCL_P2P_DISABLE=1"; do
+    # shellcheck disable=SC2086
+    TMO=60 mpi -np 2 -x TCCL_DEBUG=INFO -x TCCL_DEBUG_SUBSYS=INIT $tr "$B/bench/tccl_perf" \
+      -t allreduce -m device -b 1M -e 1M -n 1 -w 0 2>&1 | grep -E " via " | sort | uniq | head -4
+  done
+  mps_off
+  log "without MPS (time-sliced), 2 ranks"
+  run_case p2p 2 s5_test_p2p_patterns
+  log "/dev/shm after the runs: $(ls /dev/shm | grep -c tccl) entries named tccl"
+fi
+
+if want bench; then
+  log "cudaMemcpy device to device"
+  "$B/bench/memcpy_perf" -b 8 -e 256M -f 16 -n 20 | tee "$OUT/memcpy.log"
+  log "1 rank: tccl_perf, then nccl-tests on NCCL and on the tccl shim"
+  for t in allreduce allgather sendrecv; do
+    mpi -np 1 "$B/bench/tccl_perf" -t $t -m device -b 8 -e 256M -f 16 -n 20 -w 3 2>&1 |
+      grep -E "^ +[0-9]+ " | sed "s/^/tccl_perf $t /" | tee -a "$OUT/bench-np1.log"
+  done
+  for impl in real tccl; do
+    for t in all_reduce all_gather reduce_scatter broadcast reduce sendrecv; do
+      exe=$NB-$impl/$impl/${t}_perf
+      [[ -x $exe ]] || { echo "missing $exe"; continue; }
+      echo "=== $impl $t" >>"$OUT/ncclt-np1.log"
+      mpi -np 1 -x LD_LIBRARY_PATH="$NB-$impl/homes/$impl/lib:${LD_LIBRARY_PATH:-}" "$exe" -g 1 \
+        -b 8 -e 256M -f 16 -c 1 -w 3 -n 20 >>"$OUT/ncclt-np1.log" 2>&1 || echo "exit $? $impl $t"
+    done
+  done
+  # size, out-of-place time (us) and busbw, for a few sizes: the rest is in ncclt-np1.log.
+  awk '/^===/{h=$2" "$3} /^ +[0-9]+ +[0-9]+ /{ if ($1 == 8 || $1 == 65536 || $1 == 1048576 ||
+       $1 == 268435456) print h, $1, $6, $8 }' "$OUT/ncclt-np1.log"
+  mps_on
+  for np in 2 4; do
+    log "np=$np under MPS: send/recv and all-reduce (the model's choice, then each algorithm)"
+    for t in sendrecv allreduce allreduce:ring allreduce:tree; do
+      algo=()
+      [[ $t != *:* ]] || algo=(-x TCCL_ALGO="${t#*:}")
+      mpi -np $np "${algo[@]}" "$B/bench/tccl_perf" -t "${t%%:*}" -m device \
+        -b 8 -e 256M -f 32 -n 10 -w 2 2>&1 |
+        grep -E "^ +[0-9]+ " | sed "s/^/np$np $t /" | tee -a "$OUT/bench-mps.log"
+    done
+  done
+  mps_off
+fi
+log "done"
