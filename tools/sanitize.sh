@@ -66,7 +66,10 @@ STAGE_NUM=$(sed -E 's/^stage([0-9]+)-.*/\1/' <<<"$STAGE")
 #  - rank counts 2 and 3 only: 2 is the smallest real exchange, 3 is the smallest ring where a
 #    rank's left and right neighbours differ; 1 has no traffic, 4 and 5 add time, not code paths.
 #  - *_large (64 Mi elements per buffer) are left out: they repeat the medium cases' code paths
-#    on buffers that, with ASan's shadow memory and a 4x slowdown, cost minutes and gigabytes.
+#    on buffers that, with ASan's shadow memory and a 4x slowdown, cost minutes and gigabytes
+#    (so is stage 5's socket-forced *_large_socket).
+#  - stage 5's shm_ring_sweep (the ring sweep over SHM at 2 and 5 ranks): ring_sweep.np3 runs
+#    the same code over SHM from stage 5 on.
 #  - the Medium sweep cases are filtered out with GTEST_FILTER (below): the small cases already
 #    cover every collective x type x op x place x root; the medium ones add loop counts (the
 #    1 Mi-element p2p cases and the group tests still run many FIFO steps and wrap-arounds).
@@ -76,7 +79,8 @@ STAGE_NUM=$(sed -E 's/^stage([0-9]+)-.*/\1/' <<<"$STAGE")
 # Single-process tests of the stage (primitives, thread ranks, killed peer, errors_fork, shim
 # exports) always run.
 TESTS=${TCCL_SANITIZE_TESTS:-"^s${STAGE_NUM}_"}
-COMMON_EXCLUDE="\\.np([014-9]|[1-9][0-9])\$|_large\\.|_netns\$|_example_|_bench_|_soak\\."
+COMMON_EXCLUDE="\\.np([014-9]|[1-9][0-9])\$|_large(_socket)?\\.|_netns\$|_example_|_bench_"
+COMMON_EXCLUDE+="|_soak\\.|_shm_ring_sweep\\."
 # Also excluded per sanitizer (a ctest -E regex, '^$' for none); each entry says why.
 declare -A EXCLUDE=(
   # None today. The fork-based tests (p2p_peer_death, errors_fork) fork before any thread
@@ -86,7 +90,8 @@ declare -A EXCLUDE=(
   # --gtest_filter, which wins over GTEST_FILTER: they run the medium counts too, which under
   # TSan (up to 15x) cost minutes. TSan keeps them at 2 ranks (the same code, host and
   # primitives, that their 3-rank runs take); ASan runs them all.
-  [tsan]='(tree|tree_rooted|rd|ring_forced)_sweep\.np3$|_smallfifo\.'
+  # Stage 5's tree_sweep_socket likewise (the socket transport keeps its ring and P2P runs).
+  [tsan]='(tree|tree_rooted|rd|ring_forced)_sweep\.np3$|_smallfifo\.|tree_sweep_socket\.'
 )
 exclude_regex() { echo "$COMMON_EXCLUDE|${EXCLUDE[$1]}"; }
 # GoogleTest reads GTEST_FILTER from the environment; mpirun passes it on to the ranks.
