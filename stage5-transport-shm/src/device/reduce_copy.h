@@ -75,15 +75,23 @@ constexpr int kUnroll = 8;
 /// One pack of results: reduceElem applied to the 16/sizeof(T) elements of packs a (received)
 /// and b (own input) already in registers; has* say which of the two exist.
 template <typename T, typename Fn>
-__device__ inline Pack16 combinePack(Pack16 a, const Pack16& b, bool hasRecv, bool hasUser,
-                                     Fn fn, bool postOp) {
-  T* x = reinterpret_cast<T*>(&a);
-  const T* y = reinterpret_cast<const T*>(&b);
+__device__ inline Pack16 combinePack(const Pack16& a, const Pack16& b, bool hasRecv,
+                                     bool hasUser, Fn fn, bool postOp) {
+  // Element views built by value (memcpy into a local array, never a pointer into the pack):
+  // a pointer cast would make the packs addressable and push them to the stack (local
+  // memory), which made every copy several times slower.
+  constexpr int kN = int(sizeof(Pack16) / sizeof(T));
+  T x[kN], y[kN];
+  memcpy(x, &a, sizeof(Pack16));
+  memcpy(y, &b, sizeof(Pack16));
 #pragma unroll
-  for (int i = 0; i < int(sizeof(Pack16) / sizeof(T)); i++) {
-    x[i] = reduceElem<T>(hasRecv ? x : nullptr, hasUser ? y : nullptr, i, fn, postOp);
+  for (int i = 0; i < kN; i++) {  // reduceElem's formula, on values rather than pointers
+    T v = hasRecv ? (hasUser ? fn(x[i], fn.pre(y[i])) : x[i]) : fn.pre(y[i]);
+    x[i] = postOp ? fn.post(v) : v;
   }
-  return a;
+  Pack16 out;
+  memcpy(&out, x, sizeof(Pack16));
+  return out;
 }
 
 /// Device version: every thread of the block calls it with the same arguments.
