@@ -69,16 +69,23 @@ struct alignas(16) Pack16 {
 template <typename T, typename Fn>
 __device__ inline Pack16 reducePack(const Pack16* recvIn, const Pack16* userIn, size_t p, Fn fn,
                                     bool postOp) {
-  Pack16 a, b;
+  Pack16 a{}, b{};
   if (recvIn) a = recvIn[p];
   if (userIn) b = userIn[p];
-  T* x = reinterpret_cast<T*>(&a);
-  const T* y = reinterpret_cast<const T*>(&b);
+  // Element views built by value (memcpy into local arrays, never a pointer into the pack): a
+  // pointer cast would make the packs addressable and push them to the stack (local memory).
+  constexpr int kN = int(sizeof(Pack16) / sizeof(T));
+  T x[kN], y[kN];
+  memcpy(x, &a, sizeof(Pack16));
+  memcpy(y, &b, sizeof(Pack16));
 #pragma unroll
-  for (int i = 0; i < int(sizeof(Pack16) / sizeof(T)); i++) {
-    x[i] = reduceElem<T>(recvIn ? x : nullptr, userIn ? y : nullptr, i, fn, postOp);
+  for (int i = 0; i < kN; i++) {  // reduceElem's formula, on values rather than pointers
+    T v = recvIn ? (userIn ? fn(x[i], fn.pre(y[i])) : x[i]) : fn.pre(y[i]);
+    x[i] = postOp ? fn.post(v) : v;
   }
-  return a;
+  Pack16 out;
+  memcpy(&out, x, sizeof(Pack16));
+  return out;
 }
 
 /// Device version: every thread of the block calls it with the same arguments.
