@@ -20,6 +20,7 @@
 #       tests/tree/tree_tests.cmake              for n >= 3   (trees, recursive doubling, tuning)
 #       tests/torch/torch_tests.cmake            for n >= 4   (the torch.distributed backend)
 #       tests/shm/shm_tests.cmake                for n >= 5   (the SHM transport)
+#       tests/gpu/gpu_tests.cmake                for n >= 5   (the GPU path: CUDA graphs)
 #     A new chapter adds its line to the table in the function body.
 #     A fragment included for a later stage than its feature's (TCCL_FEATURE_REPEAT, whole-tree
 #     builds only) registers its multi-rank tests at fewer rank counts: it writes
@@ -99,7 +100,8 @@ function(tccl_add_stage_tests)
       2 soak/soak_tests.cmake
       3 tree/tree_tests.cmake
       4 torch/torch_tests.cmake
-      5 shm/shm_tests.cmake)
+      5 shm/shm_tests.cmake
+      5 gpu/gpu_tests.cmake)
   # A feature runs at every rank count in the stage that introduced it; a later stage of the
   # whole tree re-runs it at fewer rank counts (tccl_stage_nps), which keeps CI's time flat as
   # chapters are added. A stage built on its own, or TCCL_TEST_ALL_RANKS=ON, runs them all.

@@ -79,6 +79,7 @@ struct tcclComm {
   int nranks = 0;
   int cudaDev = -1;       // -1: host buffers only
   std::string name;       // config commName, for logs
+  int deviceChannels = 0;  // stage 5: the device-buffer channel bound (plan_ring.cc; 0: not yet)
   int minChannels = 0;    // config minCTAs / maxCTAs (0: unset); bound the channels per call
   int maxChannels = 0;
   std::unique_ptr<tccl::Bootstrap> bootstrap;

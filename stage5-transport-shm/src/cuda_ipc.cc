@@ -52,12 +52,20 @@ void hostUnregister(void* ptr) {
 tcclResult_t deviceCalloc(void** ptr, size_t bytes) {
   *ptr = nullptr;
   TCCL_CUDA_CHECK(cudaMalloc(ptr, bytes));
-  // Zeroed counters: a FIFO starts with head = tail = 0. Synchronous on purpose: the peer may
-  // open this memory as soon as connection setup ends, before any stream orders anything.
-  if (cudaMemset(*ptr, 0, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+  // Zeroed counters: a FIFO starts with head = tail = 0. Finished before we return, because
+  // the peer may open this memory as soon as connection setup ends, before any stream orders
+  // anything. On a private non-blocking stream, not the legacy one or the whole device: the
+  // application's streams may be busy, or being captured into a CUDA graph, which a device-
+  // wide synchronization would wait for (or break).
+  cudaStream_t s = nullptr;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = cudaMemsetAsync(*ptr, 0, bytes, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  if (s != nullptr) cudaStreamDestroy(s);
+  if (e != cudaSuccess) {
     cudaFree(*ptr);
     *ptr = nullptr;
-    TCCL_WARN("cannot clear %zu bytes of device memory", bytes);
+    TCCL_WARN("cannot clear %zu bytes of device memory: %s", bytes, cudaGetErrorString(e));
     return tcclUnhandledCudaError;
   }
   TCCL_INFO(kAlloc, "cudaMalloc %zu bytes at %p", bytes, *ptr);

@@ -168,6 +168,25 @@ tcclResult_t launchHostFunc(cudaStream_t s, void (*fn)(void*), void* arg) {
   TCCL_CUDA_CHECK(cudaLaunchHostFunc(s, fn, arg));
   return tcclSuccess;
 }
+tcclResult_t streamIsCapturing(cudaStream_t s, bool* capturing) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  TCCL_CUDA_CHECK(cudaStreamIsCapturing(s, &st));
+  if (st == cudaStreamCaptureStatusInvalidated) {
+    TCCL_WARN("stream %p: its CUDA graph capture was invalidated by an earlier call", (void*)s);
+    return tcclInvalidUsage;
+  }
+  *capturing = st == cudaStreamCaptureStatusActive;
+  return tcclSuccess;
+}
+RelaxedCaptureScope::RelaxedCaptureScope() {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);  // swaps: `mode` now holds the old one
+  saved_ = int(mode);
+}
+RelaxedCaptureScope::~RelaxedCaptureScope() {
+  cudaStreamCaptureMode mode = cudaStreamCaptureMode(saved_);
+  cudaThreadExchangeStreamCaptureMode(&mode);
+}
 #else
 struct CudaEvent {};
 tcclResult_t eventCreate(CudaEvent** out) {
@@ -183,6 +202,12 @@ tcclResult_t launchHostFunc(cudaStream_t, void (*fn)(void*), void* arg) {
   fn(arg);
   return tcclSuccess;
 }
+tcclResult_t streamIsCapturing(cudaStream_t, bool* capturing) {
+  *capturing = false;
+  return tcclSuccess;
+}
+RelaxedCaptureScope::RelaxedCaptureScope() {}
+RelaxedCaptureScope::~RelaxedCaptureScope() {}
 #endif
 
 }  // namespace tccl

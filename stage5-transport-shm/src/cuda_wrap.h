@@ -10,7 +10,7 @@
  * the CUDA error string and return tcclUnhandledCudaError.
  *
  * NCCL counterpart: src/include/cudawrap.h, src/include/alloc.h (ncclCudaHostCalloc).
- * Added in: stage 1.
+ * Added in: stage 1; the CUDA graph capture helpers in stage 5.
  */
 #ifndef TCCL_CUDA_WRAP_H_
 #define TCCL_CUDA_WRAP_H_
@@ -55,6 +55,24 @@ tcclResult_t streamWaitEvent(cudaStream_t s, CudaEvent* ev);
 tcclResult_t streamSynchronize(cudaStream_t s);
 /// Runs fn(arg) on a CUDA-owned host thread once the stream reaches this point.
 tcclResult_t launchHostFunc(cudaStream_t s, void (*fn)(void*), void* arg);
+
+/// CUDA graphs (stage 5): whether `s` is being captured right now. A capture that CUDA has
+/// already invalidated is an error.
+tcclResult_t streamIsCapturing(cudaStream_t s, bool* capturing);
+/// While it lives, this thread may allocate, register and open memory even when one of its
+/// streams is being captured: connection setup inside a capture needs cudaMalloc and its
+/// friends, which the default (global) capture mode forbids. NCCL switches the mode the same
+/// way around its allocations (cudaThreadExchangeStreamCaptureMode).
+class RelaxedCaptureScope {
+ public:
+  RelaxedCaptureScope();
+  ~RelaxedCaptureScope();
+  RelaxedCaptureScope(const RelaxedCaptureScope&) = delete;
+  RelaxedCaptureScope& operator=(const RelaxedCaptureScope&) = delete;
+
+ private:
+  int saved_ = 0;
+};
 
 }  // namespace tccl
 

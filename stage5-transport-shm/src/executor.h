@@ -68,13 +68,13 @@ tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<
 tcclResult_t finishHostBatch(tcclComm* comm, const WorkBatch& batch,
                              std::vector<uint32_t>& status, bool callerRuns);
 
-/// GPU executor: launches the batch on `stream` after the comm's previous launch.
-tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch, cudaStream_t stream);
-/// GPU executor, local copies (stage 5): cudaMemcpyAsync each on `stream`, in the same order
-/// as launches (after the comm's previous one; the next one waits for them).
+/// GPU executor: the phase's local copies (cudaMemcpyAsync, stage 5), then the batch's
+/// kernel, on `stream`, after the comm's previous launch. Inside a CUDA graph capture
+/// (`capturing`, stage 5) the cross-stream ordering is left to the graph's stream.
 struct DeviceCopy;
-tcclResult_t launchDeviceCopies(tcclComm* comm, const std::vector<DeviceCopy>& copies,
-                                cudaStream_t stream);
+tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
+                            const std::vector<DeviceCopy>& copies, cudaStream_t stream,
+                            bool capturing);
 
 /// Step timeline, GPU side (kernel.cu): measures how the GPU's %globaltimer relates to the
 /// host's clock (host = gpu + *offsetNs; the sample was read within +-*errNs).

@@ -21,7 +21,8 @@
  *
  * NCCL counterpart: src/enqueue.cc (ncclPrepareTasks, scheduleP2pTasksToPlan,
  * ncclLaunchPrepare), src/group.cc (groupLaunch).
- * Added in: stage 1; the collectives phase in stage 2; algorithm selection and trees in stage 3.
+ * Added in: stage 1; the collectives phase in stage 2; algorithm selection and trees in stage 3;
+ * CUDA graph capture in stage 5.
  */
 #include <algorithm>
 #include <map>
@@ -72,15 +73,16 @@ WorkElem p2pElem(WorkFunc f, const void* src, void* dst, size_t bytes) {
 
 // Device buffers (stage 5): a large message to a peer is cut into pieces, one per channel, so
 // that several thread blocks move it over several connections at once (NCCL spreads p2p over
-// channels the same way). The cut depends on the message's size alone, so the receiver cuts
-// the matching receive into the same pieces. Host buffers keep one channel (each would cost a
-// host thread).
-constexpr int kP2pDeviceChannels = 4;
+// channels the same way, up to NCCL_MAX_P2P_NCHANNELS). The cut depends on the message's size
+// alone, so the receiver cuts the matching receive into the same pieces. Host buffers keep one
+// channel (each would cost a host thread). Every rank must use the same value.
+TCCL_PARAM(MaxP2pNChannels, "MAX_P2P_NCHANNELS", 4)
 constexpr size_t kP2pChannelBytes = 512 << 10;  // at least this much per piece
 
 int p2pPieces(size_t bytes, bool onDevice) {
   if (!onDevice) return 1;
-  return int(std::clamp<size_t>(bytes / kP2pChannelBytes, 1, kP2pDeviceChannels));
+  const size_t most = size_t(std::clamp<int64_t>(tcclParamMaxP2pNChannels(), 1, 32));
+  return int(std::clamp<size_t>(bytes / kP2pChannelBytes, 1, most));
 }
 
 /// Piece `i` of `n` of an operation: 16-byte aligned boundaries (vector copies), the last
@@ -241,18 +243,15 @@ void bindConnectors(Phase& phase) {
 
 /// Step 4 for one phase of one communicator: launch on the GPU, or start on the host pool.
 /// callerRuns: this thread drives only this communicator, so it runs the items itself.
-tcclResult_t runPhase(CommTasks& tasks, bool onDevice, Phase& phase, bool callerRuns) {
+tcclResult_t runPhase(CommTasks& tasks, const CommPlan& plan, Phase& phase, bool callerRuns) {
   tcclComm* comm = tasks.comm;
   bindConnectors(phase);
   phase.batch.abortFlag = comm->abortFlag;
-  if (onDevice) {
+  if (plan.onDevice) {
     phase.batch.status = comm->devStatus;
     if (comm->tracePid >= 0 && comm->traceBufs == nullptr) TCCL_CHECK(traceAllocGpu(comm));
     phase.batch.trace = comm->traceBufs;  // null unless tracing
-    if (!phase.deviceCopies.empty()) {
-      TCCL_CHECK(launchDeviceCopies(comm, phase.deviceCopies, tasks.stream));
-    }
-    return launchGpuBatch(comm, phase.batch, tasks.stream);
+    return launchGpuBatch(comm, phase.batch, phase.deviceCopies, tasks.stream, plan.capturing);
   }
   if (comm->cudaDev >= 0) {
     // Host buffers on a GPU communicator: the call is ordered after earlier work on the
@@ -277,6 +276,14 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
     TCCL_CHECK(comm->checkAsyncError());
     plans[i].tasks = &comms[i];
     TCCL_CHECK(classifyMemory(comm, comms[i], &plans[i].onDevice));
+    // Stage 5: device work may be captured into a CUDA graph (kernel.cu says what changes);
+    // host buffers cannot be (host threads move them now, not at each replay).
+    if (comm->cudaDev >= 0) TCCL_CHECK(streamIsCapturing(comms[i].stream, &plans[i].capturing));
+    if (plans[i].capturing && !plans[i].onDevice) {
+      TCCL_WARN("host buffers cannot be captured in a CUDA graph (host threads move them when "
+                "the call is made, not when the graph runs): use device buffers");
+      return tcclInvalidUsage;
+    }
     TCCL_CHECK(selectAlgorithms(comm, comms[i]));
     TCCL_CHECK(planRing(comm, plans[i]));
     TCCL_CHECK(planTree(comm, plans[i]));
@@ -295,7 +302,11 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
     }
     if (!pc.conns.empty()) pending.push_back(std::move(pc));
   }
-  if (!pending.empty()) TCCL_CHECK(connectAll(pending));
+  if (!pending.empty()) {
+    // Connecting allocates and maps memory: allowed even while a stream is being captured.
+    RelaxedCaptureScope relaxed;
+    TCCL_CHECK(connectAll(pending));
+  }
 
   // Phase by phase, host batches of every communicator start before any is waited for
   // (several ranks may be driven by this one thread); GPU batches are simply launched.
@@ -306,7 +317,7 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
   for (size_t ph = 0; ph < nPhases && res == tcclSuccess; ph++) {
     for (size_t i = 0; i < plans.size() && res == tcclSuccess; i++) {
       if (ph < plans[i].phases.size()) {
-        res = runPhase(comms[i], plans[i].onDevice, plans[i].phases[ph], callerRuns);
+        res = runPhase(comms[i], plans[i], plans[i].phases[ph], callerRuns);
       }
     }
     for (size_t i = 0; i < plans.size(); i++) {

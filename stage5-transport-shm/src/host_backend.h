@@ -74,6 +74,10 @@ constexpr long kPeerPollSleepUs = 100;
 struct HostBackend {
   /// Host threads can hand the proxy pointers into user buffers (see fifo.h, direct mode).
   static constexpr bool kDirect = true;
+  /// Runs the reducing collectives of every element type (stage 5: each GPU kernel runs
+  /// one type's, see device/kernel_entry.cuh), and the copying ones.
+  static constexpr int kReducingType = -1;  // kEveryType (device/ring_dispatch.h)
+  static constexpr bool runsCopies() { return true; }
   const volatile uint32_t* abortFlag;
   ProgressSignal* progress;  // notified by the proxy whenever it moves a counter
   Kickable* proxy;           // kicked after we move a counter

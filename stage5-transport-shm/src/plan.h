@@ -57,6 +57,7 @@ struct Phase {
 struct CommPlan {
   CommTasks* tasks = nullptr;
   bool onDevice = false;
+  bool capturing = false;  // device work on a stream being captured into a CUDA graph (stage 5)
   std::vector<Phase> phases;
 };
 

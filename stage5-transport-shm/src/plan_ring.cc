@@ -18,6 +18,7 @@
  * Added in: stage 2; makeCollElem shared with the tree planner in stage 3.
  */
 #include <algorithm>
+#include <cstring>
 
 #include "comm.h"
 #include "plan.h"
@@ -26,8 +27,9 @@
 // Channels (parallel rings) per collective, as NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS. On
 // host buffers one by default: over sockets each channel costs a host thread per rank, and
 // measured on the 2-core CI machine two channels made a 1 MiB all-reduce 1.8x slower. On
-// device buffers (stage 5) kDeviceChannels: a channel is a thread block, and one block moves
-// a few tens of GB/s where a GPU's memory and links move a thousand. 0 means that default.
+// device buffers (stage 5) up to kDeviceChannels: a channel is a thread block, and one block
+// moves a few tens of GB/s where a GPU's memory and links move a thousand (deviceChannels
+// below). 0 means that default.
 // Every rank must use the same values.
 TCCL_PARAM(MinNChannels, "MIN_NCHANNELS", 1)
 TCCL_PARAM(MaxNChannels, "MAX_NCHANNELS", 0)
@@ -38,7 +40,11 @@ namespace {
 
 constexpr int kChunkSteps = kNSteps / 2;        // NCCL's ALLREDUCE_CHUNKSTEPS
 constexpr size_t kMinChannelBytes = 256 << 10;  // below this a channel costs more than it gives
-constexpr int kDeviceChannels = 16;             // device buffers: NCCL's count on NVLink H100s
+constexpr int kDeviceChannels = 32;             // device buffers: NCCL's most on NVLink H100s
+// Device buffers: every block of a launch must be resident at once, on every rank sharing the
+// GPU (tests run several ranks on one GPU), and each block fills an SM (512 threads).
+// kDeviceBlockBudget blocks per GPU -- half an H100's 132 SMs -- shared by its ranks.
+constexpr int kDeviceBlockBudget = 64;
 
 /// How many channels a collective of `bytes` (per rank block for gather/scatter) uses: one per
 /// kMinChannelBytes, within [TCCL_MIN_NCHANNELS or minCTAs, maxChannels].
@@ -56,9 +62,25 @@ bool oneRankIsCopy(const WorkElem& e) {
   return !reduces || DevRedOp(e.redOp) != DevRedOp::kPreMulSum;
 }
 
+/// The default channel bound on device buffers: kDeviceBlockBudget over the most ranks that
+/// share one GPU, at most kDeviceChannels. From the all-gathered peers, so every rank agrees.
+int deviceChannels(tcclComm* comm) {
+  if (comm->deviceChannels > 0) return comm->deviceChannels;
+  int share = 1;
+  for (const PeerInfo& p : comm->peers) {
+    int same = 0;
+    for (const PeerInfo& q : comm->peers) {
+      same += q.hostHash == p.hostHash && strcmp(q.busId, p.busId) == 0 ? 1 : 0;
+    }
+    share = std::max(share, same);
+  }
+  comm->deviceChannels = std::clamp(kDeviceBlockBudget / share, 1, kDeviceChannels);
+  return comm->deviceChannels;
+}
+
 int maxRingChannels(tcclComm* comm, bool onDevice) {
   int n = int(tcclParamMaxNChannels());
-  if (n <= 0) n = onDevice ? kDeviceChannels : 1;
+  if (n <= 0) n = onDevice ? deviceChannels(comm) : 1;
   if (comm->maxChannels > 0) n = std::min(n, comm->maxChannels);
   return std::clamp(n, 1, kMaxWorkItems);
 }

@@ -10,7 +10,8 @@
 #          each transport -- P2P (the default), SHM (TCCL_P2P_DISABLE=1), the network
 #          (TCCL_P2P_DISABLE=1 TCCL_SHM_DISABLE=1) -- at 2 and 3 ranks under MPS (the sweep at
 #          3, and at 2 over P2P), and the P2P
-#          patterns at 2 ranks without MPS (time-sliced: slow, but must be right); the INIT
+#          patterns at 2 ranks without MPS (time-sliced: slow, but must be right); CUDA graph
+#          capture and replay at 1 to 3 ranks (P2P), 2 (SHM), and 2 without MPS; the INIT
 #          log's transport lines; /dev/shm afterwards;
 #   bench  cudaMemcpy's device-to-device rate (bench/memcpy_perf), then tccl_perf at 1 rank
 #          beside nccl-tests on the real NCCL and on tccl's shim at 1 rank (NCCL refuses two
@@ -82,6 +83,9 @@ if want test; then
   run_case p2p 2 s5_test_ring_sweep
   run_case p2p 2 s5_test_p2p_large
   run_case p2p 3 s5_test_ring_group
+  # CUDA graphs: capture, 100 replays, each checked (tests/gpu/cuda_graph_test.cc).
+  for np in 1 2 3; do run_case p2p $np s5_test_cuda_graph; done
+  run_case shm 2 s5_test_cuda_graph
   log "transport lines (TCCL_DEBUG_SUBSYS=INIT), 2 ranks"
   for tr in "" "-x TCCL_P2P_DISABLE=1"; do
     # shellcheck disable=SC2086
@@ -91,6 +95,7 @@ if want test; then
   mps_off
   log "without MPS (time-sliced), 2 ranks"
   run_case p2p 2 s5_test_p2p_patterns
+  run_case p2p 2 s5_test_cuda_graph
   log "/dev/shm after the runs: $(ls /dev/shm | grep -c tccl) entries named tccl"
 fi
 
@@ -114,6 +119,17 @@ if want bench; then
   # size, out-of-place time (us) and busbw, for a few sizes: the rest is in ncclt-np1.log.
   awk '/^===/{h=$2" "$3} /^ +[0-9]+ +[0-9]+ /{ if ($1 == 8 || $1 == 65536 || $1 == 1048576 ||
        $1 == 268435456) print h, $1, $6, $8 }' "$OUT/ncclt-np1.log"
+  # Small sizes through the shim again, with more iterations, and what one call plans.
+  exe=$NB-tccl/tccl/all_reduce_perf
+  if [[ -x $exe ]]; then
+    for rep in 1 2; do
+      mpi -np 1 -x LD_LIBRARY_PATH="$NB-tccl/homes/tccl/lib:${LD_LIBRARY_PATH:-}" "$exe" -g 1 \
+        -b 8 -e 64K -f 8 -c 0 -w 20 -n 200 2>&1 | grep -E "^ +[0-9]+ " | sed "s/^/shim rep$rep /"
+    done
+    mpi -np 1 -x TCCL_DEBUG=INFO -x TCCL_DEBUG_SUBSYS=COLL,TUNING \
+      -x LD_LIBRARY_PATH="$NB-tccl/homes/tccl/lib:${LD_LIBRARY_PATH:-}" "$exe" -g 1 \
+      -b 8 -e 8 -c 0 -w 0 -n 1 2>&1 | grep -iE "tccl|plan" | head -12
+  fi
   mps_on
   for np in 2 4; do
     log "np=$np under MPS: send/recv and all-reduce (the model's choice, then each algorithm)"

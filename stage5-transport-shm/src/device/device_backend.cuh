@@ -11,7 +11,7 @@
  *
  * NCCL counterpart: src/device/prims_simple.h (waitPeer, postPeer; the "wait" and "post"
  * thread roles), src/device/common.h (barriers).
- * Added in: stage 1.
+ * Added in: stage 1; one kernel per element type in stage 5.
  */
 #ifndef TCCL_DEVICE_DEVICE_BACKEND_CUH_
 #define TCCL_DEVICE_DEVICE_BACKEND_CUH_
@@ -25,6 +25,14 @@ namespace tccl {
 struct DeviceBackend {
   /// Device buffers cannot be handed to a host proxy: every step is staged in the FIFO.
   static constexpr bool kDirect = false;
+  /// Stage 5: which element type's reducing collectives this kernel runs. Each type has a
+  /// kernel of its own, compiled in a translation unit of its own (device/kernel_entry.cuh
+  /// says why); this one, the base kernel's, runs none: only copies and send/recv.
+  static constexpr int kReducingType = -2;  // kNoType (device/ring_dispatch.h)
+  /// Whether this launch runs the batch's copying collectives (broadcast, all-gather): a batch
+  /// that needs several kernels runs them in the first one only.
+  bool copies = true;
+  __device__ bool runsCopies() const { return copies; }
   const volatile uint32_t* abortFlag;
   // Step timeline (device/trace_record.h): this block's record buffer, null when tracing is off; the
   // leader counts its records here and the kernel stores the count once at the end (one
@@ -83,9 +91,11 @@ struct DeviceBackend {
     // Barrier: all threads have finished writing (or reading) the slot.
     __syncthreads();
     if (leader()) {
-      // System-scope fence: the slot writes of the whole block (ordered before us by the
-      // barrier) become visible to the CPU proxy or the peer before the counter does.
-      __threadfence_system();
+      // One release store at system scope. Release is cumulative in PTX: it orders before the
+      // counter every write ordered before it, the other threads' slot writes included (the
+      // barrier ordered those), for the CPU proxy or a peer on any GPU alike. NCCL's postPeer
+      // does the same as fence.acq_rel.sys + a relaxed store. (Stage 5: a __threadfence_system
+      // -- a sequentially consistent fence -- used to precede it, costing microseconds a step.)
       storeRelease(counter, value);
     }
   }
@@ -95,6 +105,13 @@ struct DeviceBackend {
                              bool postOp) const {
     reduceCopyBlock<T>(recvIn, userIn, d0, d1, n, fn, postOp);
   }
+};
+
+/// The backend of element type `DType`'s kernel (stage 5): the same, but its reducing
+/// collectives are that type's.
+template <int DType>
+struct TypedDeviceBackend : DeviceBackend {
+  static constexpr int kReducingType = DType;
 };
 
 }  // namespace tccl

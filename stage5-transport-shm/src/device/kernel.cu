@@ -1,7 +1,8 @@
 /*
- * device/kernel.cu: the GPU executor -- one kernel, one thread block per work item.
+ * device/kernel.cu: the GPU executor -- its launcher and base kernel, one thread block per
+ * work item.
  *
- * What it is: the kernel runs exactly the algorithm code the host executor runs
+ * What it is: the kernels (device/kernel_entry.cuh) run exactly the algorithm code the host executor runs
  * (runWorkItem, primitives, reduceCopy), with the DeviceBackend: the block's leader thread
  * polls and posts the FIFO counters in mapped host memory, every thread moves data with
  * 16-byte loads and stores. The batch arrives by value as a __grid_constant__ parameter, so
@@ -9,7 +10,15 @@
  *
  * Invariants: every block of the grid is resident at once (items depend on each other through
  * peers: see executor.h), which holds because a batch has at most kMaxWorkItems blocks of
- * kThreads threads; a failing item writes its status word, never clears one.
+ * kThreads threads; a failing item writes its status word, never clears one. A batch whose
+ * reducing collectives have several element types runs as one launch per type (stage 5).
+ *
+ * CUDA graphs (stage 5): a launch inside a stream capture becomes a kernel node whose
+ * parameter is the batch, unchanged at every replay. That is enough, because nothing in the
+ * batch changes between operations: the FIFO step counters live in the ConnInfo the batch
+ * points to, and each replay reads and advances them as a fresh launch would. What cannot be
+ * replayed -- the host callback a proxy or the step timeline needs, the event that orders a
+ * communicator's launches across streams -- is refused or left out while capturing.
  *
  * NCCL counterpart: src/device/common.h (ncclKernelMain), src/enqueue.cc (launch).
  * Added in: stage 1.
@@ -17,8 +26,7 @@
 #include <cuda_runtime.h>
 
 #include "comm.h"
-#include "device/device_backend.cuh"
-#include "device/run_work.h"
+#include "device/kernel_entry.cuh"
 #include "executor.h"
 #include "plan.h"
 #include "proxy.h"
@@ -26,17 +34,11 @@
 
 namespace tccl {
 
-// 512 threads (NCCL's Simple protocol count on Hopper): with 8 packs in flight per thread
-// (reduce_copy.h), 64 KiB per block, which is what one SM needs to reach its share of the
-// memory's and the link's bandwidth (stage 5; 256 before).
-constexpr int kThreads = 512;
-
-__global__ void __launch_bounds__(kThreads) tcclKernel(const __grid_constant__ WorkBatch batch) {
-  DeviceBackend be{batch.abortFlag};
-  if (batch.trace != nullptr) be.trace = &batch.trace[blockIdx.x];
-  uint32_t status = runWorkItem(be, batch, blockIdx.x);
-  if (threadIdx.x == 0 && status != kWorkOk) batch.status[blockIdx.x] = status;
-  if (threadIdx.x == 0 && be.trace != nullptr) be.trace->count = be.traceCount;
+// The base kernel: no reducing collective (device/kernel_entry.cuh; stage 5 moved the
+// element types' kernels to units of their own).
+__global__ void __launch_bounds__(kThreads)
+    tcclKernel(const __grid_constant__ WorkBatch batch, bool copies) {
+  runKernel<DeviceBackend>(batch, copies);
 }
 
 /// Step timeline: publishes %globaltimer into mapped host memory until told to stop, so the
@@ -100,45 +102,75 @@ tcclResult_t traceCalibrateGpuClock(int64_t* offsetNs, int64_t* errNs) {
   return res;
 }
 
-tcclResult_t launchDeviceCopies(tcclComm* comm, const std::vector<DeviceCopy>& copies,
-                                cudaStream_t stream) {
-  // Issue order, as for kernels: after the previous launch on this comm, and the next launch
-  // waits for these (lastLaunch is recorded after them).
-  if (comm->haveLaunched) TCCL_CHECK(streamWaitEvent(stream, comm->lastLaunch));
+tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
+                            const std::vector<DeviceCopy>& copies, cudaStream_t stream,
+                            bool capturing) {
+  if (batch.nItems == 0 && copies.empty()) return tcclSuccess;
+  // A host callback after the kernel costs microseconds per launch and serializes the
+  // stream: only a proxy (to stop polling) or the step timeline (to collect records) needs
+  // one. Kernels over P2P and SHM alone have neither (stage 5).
+  const bool tracing = batch.trace != nullptr;
+  const bool hostCallback = batch.nItems > 0 && (comm->proxy != nullptr || tracing);
+  if (capturing && (hostCallback || tracing)) {
+    // A graph replays the kernel without this host code around it: the proxy would not know
+    // that a kernel waits for it, and nobody would collect the step records.
+    TCCL_WARN("CUDA graph capture: this communicator %s, which cannot follow a replayed "
+              "graph; capture over P2P and SHM only, without TCCL_TRACE_FILE",
+              tracing ? "records a step timeline (TCCL_TRACE_FILE)"
+                                     : "has connections through the network proxy");
+    return tcclInvalidUsage;
+  }
+  // Issue order across streams: this launch starts after the previous one on this comm.
+  // Not inside a capture: the graph is ordered by the stream it is launched on, and an event
+  // recorded outside the capture cannot be waited for inside it (nor the reverse).
+  if (comm->haveLaunched && !capturing) TCCL_CHECK(streamWaitEvent(stream, comm->lastLaunch));
   for (const DeviceCopy& c : copies) {
-    // Device to device (or any CUDA-visible memory): the copy engine, at the device's rate.
+    // A rank's copy to itself (stage 5): the copy engine, at the device's rate.
     cudaError_t err = cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, stream);
     if (err != cudaSuccess) {
       TCCL_WARN("cudaMemcpyAsync of %zu bytes failed: %s", c.bytes, cudaGetErrorString(err));
       return tcclUnhandledCudaError;
     }
   }
-  TCCL_CHECK(eventRecord(comm->lastLaunch, stream));
-  comm->haveLaunched = true;
-  return tcclSuccess;
-}
-
-tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch, cudaStream_t stream) {
-  if (batch.nItems == 0) return tcclSuccess;
-  // Issue order across streams: this launch starts after the previous one on this comm.
-  if (comm->haveLaunched) TCCL_CHECK(streamWaitEvent(stream, comm->lastLaunch));
-  // A host callback after the kernel costs microseconds per launch and serializes the
-  // stream: only a proxy (to stop polling) or the step timeline (to collect records) needs
-  // one. Kernels over P2P and SHM alone have neither (stage 5).
-  const bool hostCallback = comm->proxy != nullptr || batch.trace != nullptr;
-  // Before the launch: the proxy must poll memory (a kernel cannot kick it) until kernelDone.
-  if (hostCallback) comm->gpuOpsInFlight.fetch_add(1, std::memory_order_acq_rel);
-  if (comm->proxy) comm->proxy->kick();
-  tcclKernel<<<batch.nItems, kThreads, 0, stream>>>(batch);
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    if (hostCallback) comm->gpuOpsInFlight.fetch_sub(1);
-    TCCL_WARN("kernel launch failed: %s", cudaGetErrorString(err));
-    return tcclUnhandledCudaError;
+  // Stage 5: the kernels to launch -- the base kernel, or one per element type of the
+  // batch's reducing collectives, in type order (the same on every rank).
+  using Kernel = void (*)(WorkBatch, bool);
+  static const Kernel typed[kNumDevTypes] = {
+      TCCL_TYPED_KERNEL(0), TCCL_TYPED_KERNEL(1), TCCL_TYPED_KERNEL(2), TCCL_TYPED_KERNEL(3),
+      TCCL_TYPED_KERNEL(4), TCCL_TYPED_KERNEL(5), TCCL_TYPED_KERNEL(6), TCCL_TYPED_KERNEL(7),
+      TCCL_TYPED_KERNEL(8), TCCL_TYPED_KERNEL(9)};
+  uint32_t types = 0;  // bit t: a reducing collective of type t
+  for (int i = 0; i < batch.nElems; i++) {
+    const WorkElem& e = batch.elems[i];
+    const bool reducing = e.func == WorkFunc::kAllReduce || e.func == WorkFunc::kReduceScatter ||
+                          e.func == WorkFunc::kReduce;
+    if (reducing && e.dtype < kNumDevTypes) types |= 1u << e.dtype;
   }
-  if (hostCallback) TCCL_CHECK(launchHostFunc(stream, kernelDone, comm));
-  TCCL_CHECK(eventRecord(comm->lastLaunch, stream));
-  comm->haveLaunched = true;
+  Kernel kernels[kNumDevTypes];
+  int nKernels = 0;
+  for (int t = 0; t < kNumDevTypes; t++) {
+    if (types & (1u << t)) kernels[nKernels++] = typed[t];
+  }
+  if (nKernels == 0 && batch.nItems > 0) kernels[nKernels++] = tcclKernel;
+  for (int k = 0; k < nKernels; k++) {
+    // Before the launch: the proxy must poll memory (a kernel cannot kick it) until kernelDone.
+    if (hostCallback) comm->gpuOpsInFlight.fetch_add(1, std::memory_order_acq_rel);
+    if (comm->proxy) comm->proxy->kick();
+    kernels[k]<<<batch.nItems, kThreads, 0, stream>>>(batch, /*copies=*/k == 0);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) {
+      if (hostCallback) comm->gpuOpsInFlight.fetch_sub(1);
+      TCCL_WARN("kernel launch failed: %s", cudaGetErrorString(err));
+      return tcclUnhandledCudaError;
+    }
+    // (One callback per launch: it collects that launch's step records before the next
+    // launch, which it holds back in stream order, writes over them.)
+    if (hostCallback) TCCL_CHECK(launchHostFunc(stream, kernelDone, comm));
+  }
+  if (!capturing) {
+    TCCL_CHECK(eventRecord(comm->lastLaunch, stream));
+    comm->haveLaunched = true;
+  }
   return tcclSuccess;
 }
 

@@ -12,7 +12,8 @@
  *
  * NCCL counterpart: src/device/generate.py and the ncclDevFuncTable (one function per
  * collective x op x type x algorithm x protocol).
- * Added in: stage 2; the tree and recursive-doubling cases in stage 3.
+ * Added in: stage 2; the tree and recursive-doubling cases in stage 3; the GPU's per-type
+ * translation units in stage 5.
  */
 #ifndef TCCL_DEVICE_RING_DISPATCH_H_
 #define TCCL_DEVICE_RING_DISPATCH_H_
@@ -121,25 +122,50 @@ TCCL_HOST_DEVICE inline size_t devTypeSize(uint8_t dtype) {
   return dtype < sizeof(kSizes) ? kSizes[dtype] : 0;
 }
 
+/// Stage 5: Backend::kReducingType says which reducing collectives an executor runs: those of
+/// every element type (the host), of one (each GPU kernel, device/kernel_entry.cuh), or none
+/// (the GPU's base kernel). DevType maps a tcclDataType_t value to its element type.
+constexpr int kEveryType = -1;
+constexpr int kNoType = -2;
+template <int DType> struct DevType;
+template <> struct DevType<0> { using T = int8_t; };
+template <> struct DevType<1> { using T = uint8_t; };
+template <> struct DevType<2> { using T = int32_t; };
+template <> struct DevType<3> { using T = uint32_t; };
+template <> struct DevType<4> { using T = int64_t; };
+template <> struct DevType<5> { using T = uint64_t; };
+template <> struct DevType<6> { using T = Half; };
+template <> struct DevType<7> { using T = float; };
+template <> struct DevType<8> { using T = double; };
+template <> struct DevType<9> { using T = Bf16; };
+
 template <class Backend>
 TCCL_HOST_DEVICE uint32_t runRingElem(Backend& be, const WorkBatch& b, const WorkElem& e,
                                       const WorkItem& it) {
   if (e.func == WorkFunc::kBroadcast || e.func == WorkFunc::kAllGather) {
+    if (!be.runsCopies()) return kWorkOk;  // stage 5: another launch of this batch runs it
     return runCopying(be, b, e, it, devTypeSize(e.dtype));
   }
-  switch (e.dtype) {  // tcclDataType_t values
-    case 0: return runReducingType<int8_t>(be, b, e, it);
-    case 1: return runReducingType<uint8_t>(be, b, e, it);
-    case 2: return runReducingType<int32_t>(be, b, e, it);
-    case 3: return runReducingType<uint32_t>(be, b, e, it);
-    case 4: return runReducingType<int64_t>(be, b, e, it);
-    case 5: return runReducingType<uint64_t>(be, b, e, it);
-    case 6: return runReducingType<Half>(be, b, e, it);
-    case 7: return runReducingType<float>(be, b, e, it);
-    case 8: return runReducingType<double>(be, b, e, it);
-    case 9: return runReducingType<Bf16>(be, b, e, it);
+  if constexpr (Backend::kReducingType >= 0) {  // stage 5: one type's kernel
+    if (e.dtype != Backend::kReducingType) return kWorkOk;  // another type's kernel runs it
+    return runReducingType<typename DevType<Backend::kReducingType>::T>(be, b, e, it);
+  } else if constexpr (Backend::kReducingType == kNoType) {
+    return kWorkBadOp;  // the launcher never sends a reducing collective here
+  } else {
+    switch (e.dtype) {  // tcclDataType_t values
+      case 0: return runReducingType<int8_t>(be, b, e, it);
+      case 1: return runReducingType<uint8_t>(be, b, e, it);
+      case 2: return runReducingType<int32_t>(be, b, e, it);
+      case 3: return runReducingType<uint32_t>(be, b, e, it);
+      case 4: return runReducingType<int64_t>(be, b, e, it);
+      case 5: return runReducingType<uint64_t>(be, b, e, it);
+      case 6: return runReducingType<Half>(be, b, e, it);
+      case 7: return runReducingType<float>(be, b, e, it);
+      case 8: return runReducingType<double>(be, b, e, it);
+      case 9: return runReducingType<Bf16>(be, b, e, it);
+    }
+    return kWorkBadOp;
   }
-  return kWorkBadOp;
 }
 
 /// Runs every collective of the batch on this item's channel, in issue order. (Tree and
