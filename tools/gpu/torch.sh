@@ -12,13 +12,19 @@
 #           device, at 1 rank; DDP step time, tccl against gloo on CPU tensors (2 and 4 ranks),
 #           and on CUDA tensors against NCCL at 1 rank (NCCL refuses two ranks on one GPU).
 # Usage: tools/gpu/torch.sh [build] [test] [bench]   (default: all three)
-# Environment: OUT (logs; default ./gpu-out), TCCL_TORCH_GPU_BUILD (default build-torch-gpu).
-# Added in: stage 4.
+# Environment: OUT (logs; default ./gpu-out), TCCL_TORCH_STAGE (the stage whose backend is
+# built and tested, default stage4-torch; stage 5 re-runs it on its transports),
+# TCCL_TORCH_GPU_BUILD (default build-torch-gpu, or build-torch-gpu-<stage> for another stage).
+# Added in: stage 4; TCCL_TORCH_STAGE in stage 5.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu-out}
-B=${TCCL_TORCH_GPU_BUILD:-$ROOT/build-torch-gpu}
+STAGE=${TCCL_TORCH_STAGE:-stage4-torch}
+N=${STAGE//[!0-9]/}
+DEFAULT_B=$ROOT/build-torch-gpu
+[[ $STAGE == stage4-torch ]] || DEFAULT_B=$ROOT/build-torch-gpu-$STAGE
+B=${TCCL_TORCH_GPU_BUILD:-$DEFAULT_B}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -33,11 +39,11 @@ T=$ROOT/tests/torch
 launch() { "$PY" "$T/launch.py" "$@"; }
 
 if want build; then
-  log "build stage4-torch (sm_90, torch $("$PY" -c 'import torch; print(torch.__version__)'))"
-  cmake -S stage4-torch -B "$B" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 \
+  log "build $STAGE (sm_90, torch $("$PY" -c 'import torch; print(torch.__version__)'))"
+  cmake -S "$STAGE" -B "$B" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCMAKE_BUILD_TYPE=Release -DTCCL_BUILD_TESTS=OFF -DTCCL_WITH_TORCH=ON \
     >"$OUT/torch-cmake.log" 2>&1 || { tail -30 "$OUT/torch-cmake.log"; exit 1; }
-  cmake --build "$B" -j"$(nproc)" --target s4_tccl_torch_ext s4_tccl_perf \
+  cmake --build "$B" -j"$(nproc)" --target "s${N}_tccl_torch_ext" "s${N}_tccl_perf" \
     >"$OUT/torch-build.log" 2>&1 ||
     { grep -E "error" -A3 "$OUT/torch-build.log" | head -40; exit 1; }
   log "build done"
@@ -62,14 +68,14 @@ if want test; then
   for ex in ddp_one_param ddp_mlp; do
     log "torchrun example $ex --device cuda"
     timeout 200 "$PY" -m torch.distributed.run --standalone --nproc_per_node=2 \
-      stage4-torch/torch/examples/$ex.py --device cuda 2>&1 |
+      "$STAGE/torch/examples/$ex.py" --device cuda 2>&1 |
       grep -E "verified|WRONG|Error" | head -4
   done
   mps_off
 fi
 
 if want bench; then
-  BN=stage4-torch/torch/bench
+  BN=$STAGE/torch/bench
   log "per-call cost at 1 rank: the backend, then tcclAllReduce from C++ (8 bytes)"
   for dev in cpu cuda; do
     launch --np 1 --timeout 120 $BN/call_overhead.py --device $dev --iters 3000 | tail -1

@@ -4,7 +4,8 @@
  * What it is: the body of ten translation units. CMakeLists.txt writes device/kernel_<N>.cu
  * for N = 0..9 (a tcclDataType_t value), each defining TCCL_DEVICE_DTYPE and including this
  * file, which defines tcclKernelType<N>: the executor's kernel whose reducing collectives are
- * those of type N (device/kernel_entry.cuh says why the kernel is cut this way).
+ * those of type N (device/kernel_entry.cuh says why the kernel is cut this way). A PTX-only
+ * build, where no ptxas runs, includes it ten times from one unit (device/kernel_types.cu).
  *
  * Invariants: TCCL_DEVICE_DTYPE names the unit's type; DevType (ring_dispatch.h) maps it to
  * the same C++ type the host executor uses for that value.
