@@ -40,7 +40,12 @@ namespace {
 
 using ring::initWorldComm;
 
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(call)
+// Evaluates `call` once; on failure the message names the call and CUDA's error string.
+#define CUDA_OK(call)                                                  \
+  do {                                                                 \
+    const cudaError_t err_ = (call);                                   \
+    ASSERT_EQ(err_, cudaSuccess) << #call << ": " << cudaGetErrorString(err_); \
+  } while (0)
 
 /// The captured work and its buffers: all-reduce of n floats, all-gather of m int32 per
 /// rank, and a send of n floats to the next rank with a receive from the previous one.

@@ -117,7 +117,7 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
     TCCL_WARN("CUDA graph capture: this communicator %s, which cannot follow a replayed "
               "graph; capture over P2P and SHM only, without TCCL_TRACE_FILE",
               tracing ? "records a step timeline (TCCL_TRACE_FILE)"
-                                     : "has connections through the network proxy");
+                      : "has connections through the network proxy");
     return tcclInvalidUsage;
   }
   // Issue order across streams: this launch starts after the previous one on this comm.
