@@ -178,12 +178,14 @@ tcclResult_t streamIsCapturing(cudaStream_t s, bool* capturing) {
   *capturing = st == cudaStreamCaptureStatusActive;
   return tcclSuccess;
 }
-RelaxedCaptureScope::RelaxedCaptureScope() {
+RelaxedCaptureScope::RelaxedCaptureScope(bool active) : active_(active) {
+  if (!active_) return;
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   cudaThreadExchangeStreamCaptureMode(&mode);  // swaps: `mode` now holds the old one
   saved_ = int(mode);
 }
 RelaxedCaptureScope::~RelaxedCaptureScope() {
+  if (!active_) return;
   cudaStreamCaptureMode mode = cudaStreamCaptureMode(saved_);
   cudaThreadExchangeStreamCaptureMode(&mode);
 }
@@ -206,7 +208,7 @@ tcclResult_t streamIsCapturing(cudaStream_t, bool* capturing) {
   *capturing = false;
   return tcclSuccess;
 }
-RelaxedCaptureScope::RelaxedCaptureScope() {}
+RelaxedCaptureScope::RelaxedCaptureScope(bool) {}
 RelaxedCaptureScope::~RelaxedCaptureScope() {}
 #endif
 

@@ -62,15 +62,17 @@ tcclResult_t streamIsCapturing(cudaStream_t s, bool* capturing);
 /// While it lives, this thread may allocate, register and open memory even when one of its
 /// streams is being captured: connection setup inside a capture needs cudaMalloc and its
 /// friends, which the default (global) capture mode forbids. NCCL switches the mode the same
-/// way around its allocations (cudaThreadExchangeStreamCaptureMode).
+/// way around its allocations (cudaThreadExchangeStreamCaptureMode). `active` false (no
+/// communicator involved has a GPU): does nothing, and never starts the CUDA runtime.
 class RelaxedCaptureScope {
  public:
-  RelaxedCaptureScope();
+  explicit RelaxedCaptureScope(bool active);
   ~RelaxedCaptureScope();
   RelaxedCaptureScope(const RelaxedCaptureScope&) = delete;
   RelaxedCaptureScope& operator=(const RelaxedCaptureScope&) = delete;
 
  private:
+  bool active_ = false;
   int saved_ = 0;
 };
 

@@ -303,8 +303,11 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
     if (!pc.conns.empty()) pending.push_back(std::move(pc));
   }
   if (!pending.empty()) {
-    // Connecting allocates and maps memory: allowed even while a stream is being captured.
-    RelaxedCaptureScope relaxed;
+    // Connecting allocates and maps memory: allowed even while a stream is being captured
+    // (which only a communicator with a GPU can be part of).
+    bool anyGpu = false;
+    for (const PendingConnects& pc : pending) anyGpu = anyGpu || pc.comm->cudaDev >= 0;
+    RelaxedCaptureScope relaxed(anyGpu);
     TCCL_CHECK(connectAll(pending));
   }
 

@@ -2,7 +2,8 @@
 # tools/gpu/run.sh: build, test and benchmark tccl on a GPU machine, in one go.
 #
 # What it is: the single script the device machine runs (GPU time is scarce: one call does
-# everything). It builds the whole tree with CUDA for Hopper, runs the stage tests on device
+# everything). It builds the whole tree with CUDA for Hopper (without the torch backend:
+# tools/gpu/torch.sh builds and tests that), runs the stage tests on device
 # buffers at 2 and 4 ranks (and whatever else TCCL_GPU_NP lists), then, when an nccl-tests
 # source tree is present in .nccl-tests/ (fetched separately, never committed), builds it
 # against the real NCCL and against tccl's nccl.h shim and runs both side by side.

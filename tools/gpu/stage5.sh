@@ -67,9 +67,10 @@ run_case() {  # transport np exe [args...]
     net) env=(-x TCCL_P2P_DISABLE=1 -x TCCL_SHM_DISABLE=1) ;;
   esac
   local log=$OUT/test-$tr-np$np-$(basename "$exe").log
-  mpi -np "$np" -x TCCL_TEST_MEM=device "${env[@]}" "$T/$exe" --gtest_brief=1 "$@" >"$log" 2>&1
+  # (No --gtest_brief: the count below reads the OK lines it would hide.)
+  mpi -np "$np" -x TCCL_TEST_MEM=device "${env[@]}" "$T/$exe" "$@" >"$log" 2>&1
   local rc=$?
-  echo "$tr np=$np $exe: exit $rc, $(grep -cE '\[ +OK +\] .*_device' "$log") device cases passed" \
+  echo "$tr np=$np $exe: exit $rc, $(grep -cE '\[ +OK +\] ' "$log") cases passed (all ranks)" \
     "$(grep -E 'FAILED|Failure' "$log" | head -2 | tr '\n' ' ')"
 }
 

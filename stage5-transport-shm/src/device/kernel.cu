@@ -2,9 +2,10 @@
  * device/kernel.cu: the GPU executor -- its launcher and base kernel, one thread block per
  * work item.
  *
- * What it is: the kernels (device/kernel_entry.cuh) run exactly the algorithm code the host executor runs
- * (runWorkItem, primitives, reduceCopy), with the DeviceBackend: the block's leader thread
- * polls and posts the FIFO counters in mapped host memory, every thread moves data with
+ * What it is: the kernels (device/kernel_entry.cuh) run exactly the algorithm code the host
+ * executor runs (runWorkItem, primitives, reduceCopy), with the DeviceBackend: the block's
+ * leader thread polls and posts the FIFO counters (in mapped host memory, or since stage 5 in
+ * a peer GPU's memory), every thread moves data with
  * 16-byte loads and stores. The batch arrives by value as a __grid_constant__ parameter, so
  * no copy to device memory precedes the launch.
  *
