@@ -111,6 +111,11 @@ struct tcclComm {
   // the user switches streams.
   tccl::CudaEvent* lastLaunch = nullptr;
   bool haveLaunched = false;
+  // Stage 5: the stream lastLaunch was last recorded on (its streamId, cuda_wrap.h; valid
+  // while lastStreamKnown). A launch on that stream is ordered after it by the stream itself
+  // and skips the wait (a microsecond of host time).
+  unsigned long long lastStreamId = 0;
+  bool lastStreamKnown = false;
   std::atomic<int> gpuOpsInFlight{0};  // the proxy polls instead of sleeping while > 0
 
   // Operations issued so far, in issue order (their sequence numbers in traces).

@@ -49,27 +49,39 @@ void hostUnregister(void* ptr) {
   if (ptr != nullptr) cudaHostUnregister(ptr);
 }
 
-tcclResult_t deviceCalloc(void** ptr, size_t bytes) {
+// Allocates `bytes` on the current device and fills them, from `src` or with zeros, before
+// returning: the peer may open this memory, or a kernel read it, as soon as connection setup
+// ends, before any stream orders anything. The fill runs on a private non-blocking stream, not
+// the legacy one or the whole device: the application's streams may be busy, or being
+// captured into a CUDA graph, which a device-wide synchronization would wait for (or break).
+static tcclResult_t deviceAllocFilled(void** ptr, size_t bytes, const void* src) {
   *ptr = nullptr;
   TCCL_CUDA_CHECK(cudaMalloc(ptr, bytes));
-  // Zeroed counters: a FIFO starts with head = tail = 0. Finished before we return, because
-  // the peer may open this memory as soon as connection setup ends, before any stream orders
-  // anything. On a private non-blocking stream, not the legacy one or the whole device: the
-  // application's streams may be busy, or being captured into a CUDA graph, which a device-
-  // wide synchronization would wait for (or break).
   cudaStream_t s = nullptr;
   cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  if (e == cudaSuccess) e = cudaMemsetAsync(*ptr, 0, bytes, s);
+  if (e == cudaSuccess) {
+    e = src != nullptr ? cudaMemcpyAsync(*ptr, src, bytes, cudaMemcpyHostToDevice, s)
+                       : cudaMemsetAsync(*ptr, 0, bytes, s);
+  }
   if (e == cudaSuccess) e = cudaStreamSynchronize(s);
   if (s != nullptr) cudaStreamDestroy(s);
   if (e != cudaSuccess) {
     cudaFree(*ptr);
     *ptr = nullptr;
-    TCCL_WARN("cannot clear %zu bytes of device memory: %s", bytes, cudaGetErrorString(e));
+    TCCL_WARN("cannot fill %zu bytes of device memory: %s", bytes, cudaGetErrorString(e));
     return tcclUnhandledCudaError;
   }
   TCCL_INFO(kAlloc, "cudaMalloc %zu bytes at %p", bytes, *ptr);
   return tcclSuccess;
+}
+
+tcclResult_t deviceCalloc(void** ptr, size_t bytes) {
+  // Zeroed counters: a FIFO starts with head = tail = 0.
+  return deviceAllocFilled(ptr, bytes, nullptr);
+}
+
+tcclResult_t deviceCopyOf(void** ptr, const void* src, size_t bytes) {
+  return deviceAllocFilled(ptr, bytes, src);
 }
 
 void deviceFree(void* ptr) {
@@ -121,6 +133,10 @@ void hostUnregister(void*) {}
 tcclResult_t deviceCalloc(void** ptr, size_t) {
   *ptr = nullptr;
   return noCuda("deviceCalloc");
+}
+tcclResult_t deviceCopyOf(void** ptr, const void*, size_t) {
+  *ptr = nullptr;
+  return noCuda("deviceCopyOf");
 }
 void deviceFree(void*) {}
 tcclResult_t ipcExport(void*, IpcHandle*) { return noCuda("ipcExport"); }

@@ -41,6 +41,9 @@ void hostUnregister(void* ptr);
 /// Zeroed device memory on the current device, and its release.
 tcclResult_t deviceCalloc(void** ptr, size_t bytes);
 void deviceFree(void* ptr);
+/// Device memory on the current device holding a copy of `bytes` at host address `src`
+/// (a connector's ConnInfo for its kernels), freed with deviceFree.
+tcclResult_t deviceCopyOf(void** ptr, const void* src, size_t bytes);
 
 /// Exports a deviceCalloc allocation (its base pointer) to other processes.
 tcclResult_t ipcExport(void* ptr, IpcHandle* out);

@@ -178,6 +178,10 @@ tcclResult_t streamIsCapturing(cudaStream_t s, bool* capturing) {
   *capturing = st == cudaStreamCaptureStatusActive;
   return tcclSuccess;
 }
+tcclResult_t streamId(cudaStream_t s, unsigned long long* id) {
+  TCCL_CUDA_CHECK(cudaStreamGetId(s, id));
+  return tcclSuccess;
+}
 RelaxedCaptureScope::RelaxedCaptureScope(bool active) : active_(active) {
   if (!active_) return;
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
@@ -206,6 +210,10 @@ tcclResult_t launchHostFunc(cudaStream_t, void (*fn)(void*), void* arg) {
 }
 tcclResult_t streamIsCapturing(cudaStream_t, bool* capturing) {
   *capturing = false;
+  return tcclSuccess;
+}
+tcclResult_t streamId(cudaStream_t, unsigned long long* id) {
+  *id = 0;
   return tcclSuccess;
 }
 RelaxedCaptureScope::RelaxedCaptureScope(bool) {}

@@ -59,6 +59,9 @@ tcclResult_t launchHostFunc(cudaStream_t s, void (*fn)(void*), void* arg);
 /// CUDA graphs (stage 5): whether `s` is being captured right now. A capture that CUDA has
 /// already invalidated is an error.
 tcclResult_t streamIsCapturing(cudaStream_t s, bool* capturing);
+/// Stage 5: a stream's identity for the life of the context (cudaStreamGetId). Unlike the
+/// handle, which a destroyed stream hands on to the next one created, it is never reused.
+tcclResult_t streamId(cudaStream_t s, unsigned long long* id);
 /// While it lives, this thread may allocate, register and open memory even when one of its
 /// streams is being captured: connection setup inside a capture needs cudaMalloc and its
 /// friends, which the default (global) capture mode forbids. NCCL switches the mode the same

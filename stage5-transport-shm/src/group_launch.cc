@@ -231,14 +231,16 @@ tcclResult_t selectAlgorithms(tcclComm* comm, CommTasks& t) {
   return tcclSuccess;
 }
 
-/// After connecting: point each item at its connector's ConnInfo.
+/// After connecting: point each item at its connector's ConnInfo (a kernel's at the copy in
+/// GPU memory, stage 5).
 void bindConnectors(Phase& phase) {
+  auto view = [](const Connector* c) { return c->devConn ? c->devConn : c->conn; };
   for (auto& [index, c] : phase.itemConns) {
     WorkItem& it = phase.batch.items[index];
     if (c == nullptr) continue;
-    (c->isSend ? it.sendConn : it.recvConn) = c->conn;
+    (c->isSend ? it.sendConn : it.recvConn) = view(c);
   }
-  for (auto& [index, c] : phase.tableConns) phase.batch.conns[index] = c->conn;  // stage 3
+  for (auto& [index, c] : phase.tableConns) phase.batch.conns[index] = view(c);  // stage 3
 }
 
 /// Step 4 for one phase of one communicator: launch on the GPU, or start on the host pool.

@@ -158,11 +158,13 @@ struct HostBackend {
     return true;
   }
 
-  void post(uint64_t* counter, uint64_t value) const {
+  void post(uint64_t* counter, uint64_t value, bool /*gpuScope: kernels only*/ = false) const {
     storeRelease(counter, value);  // release: the slot bytes and size are visible first
     proxy->tryProgress();          // send what we just published, on this thread
     proxy->kick();                 // the proxy thread finishes whatever did not fit
   }
+  /// The consumer's head (stage 5 tells the two apart for the GPU): the same on the host.
+  void postConsumed(uint64_t* head, uint64_t value) const { post(head, value); }
 
   template <typename T, typename Fn>
   void reduceCopy(const T* recvIn, const T* userIn, T* d0, T* d1, size_t n, Fn fn,

@@ -278,6 +278,7 @@ void traceOpsOnStream(tcclComm* comm, cudaStream_t stream, std::vector<TraceOp> 
   // callback too, so the group's spans are in the file. (Only when tracing: the next launch
   // then also waits for the callback.)
   eventRecord(comm->lastLaunch, stream);
+  comm->lastStreamKnown = false;  // (recorded here: the next launch must wait for it)
 }
 
 void traceProxyStep(const tcclComm& comm, const Connector& c, uint64_t step, int64_t bytes,

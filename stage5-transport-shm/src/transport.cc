@@ -23,6 +23,7 @@
 #include <cstdlib>
 
 #include "comm.h"
+#include "cuda_ipc.h"
 #include "proxy.h"
 #include "transport/p2p/p2p_transport.h"
 #include "transport/shm/shm_transport.h"
@@ -101,6 +102,8 @@ void attachFifo(Connector& c, char* base) {
 }
 
 void freeConnectorFifo(Connector& c) {
+  deviceFree(c.devConn);
+  c.devConn = nullptr;
   hostFree(c.mem, c.memMapped);
   c.mem = nullptr;
   c.conn = nullptr;
@@ -153,6 +156,12 @@ static tcclResult_t connectPhases(std::vector<PendingConnects>& pending,
           TCCL_WARN("connecting to rank %d (channel %d, %s) failed", c.peer, c.channel,
                     c.isSend ? "send" : "recv");
           return res;
+        }
+        // The kernels' ConnInfo in GPU memory (transport.h says why), complete now.
+        if (c.forDevice) {
+          void* dev = nullptr;
+          TCCL_CHECK(deviceCopyOf(&dev, c.conn, sizeof(ConnInfo)));
+          c.devConn = static_cast<ConnInfo*>(dev);
         }
         c.connected = true;
       }

@@ -11,7 +11,7 @@
  *
  * NCCL counterpart: src/device/prims_simple.h (waitPeer, postPeer; the "wait" and "post"
  * thread roles), src/device/common.h (barriers).
- * Added in: stage 1; one kernel per element type in stage 5.
+ * Added in: stage 1; one kernel per element type and the rarer flag checks in stage 5.
  */
 #ifndef TCCL_DEVICE_DEVICE_BACKEND_CUH_
 #define TCCL_DEVICE_DEVICE_BACKEND_CUH_
@@ -42,6 +42,9 @@ struct DeviceBackend {
 
   __device__ bool leader() const { return threadIdx.x == 0; }
 
+  /// Polls of a counter between two looks at the abort and closed flags (waitAtLeast).
+  static constexpr int kSpinsPerCheck = 1000;
+
   __device__ bool tracing() const { return trace != nullptr; }
   /// The GPU's global nanosecond timer (the host converts it after the kernel).
   __device__ uint64_t traceNow() const {
@@ -66,8 +69,16 @@ struct DeviceBackend {
     __shared__ int aborted;
     if (leader()) {
       aborted = 0;
+      // Stage 5: the abort flag lives in mapped host memory, and `closed` does over SHM: each
+      // read is a PCIe round trip, which at every poll would stretch the loop (and the time
+      // to see the counter move) to a microsecond. They are read once every kSpinsPerCheck
+      // polls instead, as NCCL's NCCL_SPINS_BEFORE_CHECK_ABORT; an abort is seen within a
+      // millisecond or so.
+      int spins = 0;
       // Acquire: slot data read after this loop is at least as new as the counter we saw.
       while (loadAcquire(counter) < value) {
+        if (++spins < kSpinsPerCheck) continue;
+        spins = 0;
         if (*abortFlag != 0) {
           aborted = 1;
           break;
@@ -86,18 +97,37 @@ struct DeviceBackend {
     return aborted == 0;
   }
 
-  /// Publishes *counter = value once every thread's writes to the slot are done.
-  __device__ void post(uint64_t* counter, uint64_t value) const {
+  /// Publishes *counter = value once every thread's writes to the slot are done. gpuScope:
+  /// the reader runs on this GPU (ConnInfo::gpuScope).
+  __device__ void post(uint64_t* counter, uint64_t value, bool gpuScope = false) const {
     // Barrier: all threads have finished writing (or reading) the slot.
     __syncthreads();
-    if (leader()) {
-      // One release store at system scope. Release is cumulative in PTX: it orders before the
-      // counter every write ordered before it, the other threads' slot writes included (the
-      // barrier ordered those), for the CPU proxy or a peer on any GPU alike. NCCL's postPeer
-      // does the same as fence.acq_rel.sys + a relaxed store. (Stage 5: a __threadfence_system
-      // -- a sequentially consistent fence -- used to precede it, costing microseconds a step.)
+    if (!leader()) return;
+    // One release store. Release is cumulative in PTX: it orders before the counter every
+    // write ordered before it, the other threads' slot writes included (the barrier ordered
+    // those). At system scope for the CPU proxy or a peer on another GPU; NCCL's postPeer
+    // does the same as fence.acq_rel.sys + a relaxed store. (Stage 5: a __threadfence_system
+    // -- a sequentially consistent fence -- used to precede it, costing microseconds a step.)
+    // When the reader is a kernel on this GPU (two ranks sharing it), GPU scope is enough:
+    // both sides then meet in this GPU's L2, and the store need not wait until the writes are
+    // visible to the whole system, which is most of a system-scope release's cost. The
+    // reader's acquire is at system scope, which includes this GPU.
+    if (gpuScope) {
+      asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(counter), "l"(value) : "memory");
+    } else {
       storeRelease(counter, value);
     }
+  }
+
+  /// Publishes the consumer's *head = value once every thread is done reading the slot. No
+  /// release: what must not overtake this store are the slot's loads, and they have returned
+  /// (their values were used, and the barrier waited for every thread) before it issues, so a
+  /// producer that sees the new head cannot overwrite bytes we still read. A relaxed store
+  /// skips the system-wide fence a release costs at every received step. NCCL's postPeer
+  /// fences only on the send side, for the same reason. (Stage 5.)
+  __device__ void postConsumed(uint64_t* head, uint64_t value) const {
+    __syncthreads();
+    if (leader()) asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(head), "l"(value) : "memory");
   }
 
   template <typename T, typename Fn>

@@ -99,6 +99,10 @@ struct ConnInfo {
   uint32_t direct;     // the transport accepts direct (user-buffer) steps from a host executor
   int32_t peer;        // the rank at the other end, and the channel: names the connection in
   int32_t channel;     // step traces (trace.h)
+  // Stage 5, send side: the consumer's kernels run on this same GPU (two ranks sharing one,
+  // over P2P), so publishing a step needs a release at GPU scope only, not at system scope
+  // (device_backend.cuh's post says what that saves).
+  uint32_t gpuScope;
 };
 
 // ---- Memory ordering helpers ---------------------------------------------------------------

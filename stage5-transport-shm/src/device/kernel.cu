@@ -123,8 +123,13 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
   }
   // Issue order across streams: this launch starts after the previous one on this comm.
   // Not inside a capture: the graph is ordered by the stream it is launched on, and an event
-  // recorded outside the capture cannot be waited for inside it (nor the reverse).
-  if (comm->haveLaunched && !capturing) TCCL_CHECK(streamWaitEvent(stream, comm->lastLaunch));
+  // recorded outside the capture cannot be waited for inside it (nor the reverse). Not on the
+  // stream of the previous launch either: the stream orders the two already (stage 5).
+  unsigned long long sid = 0;
+  if (!capturing) TCCL_CHECK(streamId(stream, &sid));
+  if (comm->haveLaunched && !capturing && !(comm->lastStreamKnown && sid == comm->lastStreamId)) {
+    TCCL_CHECK(streamWaitEvent(stream, comm->lastLaunch));
+  }
   for (const DeviceCopy& c : copies) {
     // A rank's copy to itself (stage 5): the copy engine, at the device's rate.
     cudaError_t err = cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, stream);
@@ -171,6 +176,8 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
   if (!capturing) {
     TCCL_CHECK(eventRecord(comm->lastLaunch, stream));
     comm->haveLaunched = true;
+    comm->lastStreamId = sid;
+    comm->lastStreamKnown = true;
   }
   return tcclSuccess;
 }

@@ -283,7 +283,7 @@ class Primitives {
       // the slot and size are visible first); the consumer frees the slot by moving head.
       if (doSend) {
         if (be_.leader()) send_->fifo->sizes[sendStep_ % kNSteps] = int64_t(m * sizeof(T));
-        be_.post(&send_->fifo->tail, ++sendStep_);
+        be_.post(&send_->fifo->tail, ++sendStep_, send_->gpuScope);
       }
       if (fanIn || fanOut) {
         // The second connections' halves of this step (who published or consumed what, for the
@@ -294,10 +294,10 @@ class Primitives {
       }
       if (fanOut) {
         if (be_.leader()) send2_->fifo->sizes[sendStep2_ % kNSteps] = int64_t(m * sizeof(T));
-        be_.post(&send2_->fifo->tail, ++sendStep2_);
+        be_.post(&send2_->fifo->tail, ++sendStep2_, send2_->gpuScope);
       }
-      if (doRecv) be_.post(&recv_->fifo->head, ++recvStep_);
-      if (fanIn) be_.post(&recv2_->fifo->head, ++recvStep2_);
+      if (doRecv) be_.postConsumed(&recv_->fifo->head, ++recvStep_);
+      if (fanIn) be_.postConsumed(&recv2_->fifo->head, ++recvStep2_);
     }
     // A direct send lent the proxy pointers into src or dst: return only once it has sent
     // them all (the caller may change both as soon as the operation is over).

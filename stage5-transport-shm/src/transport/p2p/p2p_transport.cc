@@ -9,6 +9,8 @@
  */
 #include "transport/p2p/p2p_transport.h"
 
+#include <cstring>
+
 #include <unistd.h>
 
 #include "comm.h"
@@ -95,7 +97,7 @@ tcclResult_t P2pSendComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info)
   return tcclSuccess;
 }
 
-tcclResult_t P2pSendComm::connect(tcclComm&, Connector& c, const ConnectInfo& peerInfo) {
+tcclResult_t P2pSendComm::connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) {
   P2pRecvInfo peer;
   TCCL_CHECK(unpackInfo(TransportId::kP2p, peerInfo, &peer));
   if (peer.stepBytes != c.conn->stepBytes || peer.rank != c.peer) {
@@ -114,6 +116,9 @@ tcclResult_t P2pSendComm::connect(tcclComm&, Connector& c, const ConnectInfo& pe
   }
   // Our kernels write the slots, sizes and tail into the peer's block, and poll its head.
   attachFifo(c, static_cast<char*>(r.block));
+  // Two ranks on one GPU: the receiving kernel runs on our GPU, so our kernels may publish
+  // steps with a GPU-scope release (fifo.h, device_backend.cuh).
+  c.conn->gpuScope = strcmp(comm.peers[c.peer].busId, comm.peers[comm.rank].busId) == 0;
   return tcclSuccess;
 }
 
