@@ -335,7 +335,12 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
       if (res == tcclSuccess) res = r;
     }
   }
-  for (size_t i = 0; i < plans.size(); i++) recordOps(comms[i], plans[i].onDevice, t0);
+  for (size_t i = 0; i < plans.size(); i++) {
+    // A traced capture was refused (launchGpuBatch): its spans are not recorded, because the
+    // trace's host callback and event must not land in the user's graph.
+    if (plans[i].capturing && comms[i].comm->tracePid >= 0) continue;
+    recordOps(comms[i], plans[i].onDevice, t0);
+  }
   return res;
 }
 

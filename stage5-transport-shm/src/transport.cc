@@ -86,7 +86,9 @@ tcclResult_t allocConnectorFifo(tcclComm& comm, Connector& c) {
 }
 
 tcclResult_t allocConnInfo(Connector& c) {
-  c.memMapped = c.forDevice;  // kernels read their ConnInfo through the mapping
+  // Plain host memory: only the host reads this copy; kernels read Connector::devConn, the
+  // copy in GPU memory made once the connector is connected (transport.h).
+  c.memMapped = false;
   TCCL_CHECK(hostCalloc(&c.mem, sizeof(ConnInfo), c.memMapped));
   c.conn = static_cast<ConnInfo*>(c.mem);
   c.conn->stepBytes = uint64_t(tcclParamBuffSize()) / kNSteps;

@@ -90,6 +90,7 @@ struct Connector {
   TransportComm* transportComm = nullptr;
   ConnInfo* conn = nullptr;        // the executor's view; inside `mem`
   // Stage 5: the kernels' copy of *conn, in GPU memory, made once the connector is connected
+  // (connectPhases in transport.cc)
   // (null for host connectors). A kernel reads its ConnInfo at every step; through the host
   // mapping each read is a PCIe round trip of a microsecond, from GPU memory a cache hit.
   // From then on only kernels advance its step, so the host copy's step goes stale: the host
@@ -140,7 +141,7 @@ void freeConnectorFifo(Connector& c);
 constexpr size_t kFifoHeaderBytes = 4096;
 
 /// For transports whose FIFO lives elsewhere (SHM's shared segment, P2P's GPU memory; stage
-/// 5): allocates only this side's ConnInfo (mapped for kernels when c.forDevice), freed by
+/// 5): allocates only this side's ConnInfo (host memory: kernels use devConn), freed by
 /// freeConnectorFifo like a whole FIFO. attachFifo then points it at a block laid out as
 /// allocConnectorFifo's: counters at `base`, kNSteps slots from base + kFifoHeaderBytes.
 tcclResult_t allocConnInfo(Connector& c);

@@ -124,7 +124,10 @@ struct DeviceBackend {
   /// (their values were used, and the barrier waited for every thread) before it issues, so a
   /// producer that sees the new head cannot overwrite bytes we still read. A relaxed store
   /// skips the system-wide fence a release costs at every received step. NCCL's postPeer
-  /// fences only on the send side, for the same reason. (Stage 5.)
+  /// fences only on the send side, for the same reason. (Stage 5.) The argument is the
+  /// hardware's, not PTX's: the memory model would need a release to order the other
+  /// threads' loads before the store; GPUs neither speculate loads nor let a returned load be
+  /// satisfied by a later write, which is what NCCL relies on too.
   __device__ void postConsumed(uint64_t* head, uint64_t value) const {
     __syncthreads();
     if (leader()) asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(head), "l"(value) : "memory");

@@ -89,8 +89,10 @@ TCCL_HOST_DEVICE inline uint64_t claimValue(uint64_t step, uint64_t who) {
   return (step << 2) | who;
 }
 
-/// One side's view of a connection, as NCCL's ncclConnInfo. Shared by the host executor, the
-/// GPU kernel and the proxy; lives in the same (mapped) host allocation as the FIFO.
+/// One side's view of a connection, as NCCL's ncclConnInfo. A host connector's is shared by
+/// the host executor and the proxy and lives in the same host allocation as the FIFO. A device
+/// connector's kernels read a copy in GPU memory (Connector::devConn, stage 5), whose step
+/// only they advance; the host keeps the pointers and sizes, which never change.
 struct ConnInfo {
   char* buff;          // kNSteps slots of stepBytes each
   ConnFifo* fifo;      // counters for this side's FIFO
@@ -109,7 +111,8 @@ struct ConnInfo {
 // The counters are read by another agent (the proxy thread, a GPU, a peer): a producer must
 // make its slot writes visible before the counter moves (release), and a consumer must not read
 // the slot before it has seen the counter (acquire). On the GPU the other agent may be the CPU,
-// so the scope is the whole system (.sys).
+// so the scope is the whole system (.sys). (Stage 5: a kernel publishes tail at GPU scope when
+// the consumer's kernel shares its GPU, and head with a relaxed store: device_backend.cuh.)
 
 TCCL_HOST_DEVICE inline uint64_t loadAcquire(const uint64_t* p) {
 #if defined(__CUDA_ARCH__)
