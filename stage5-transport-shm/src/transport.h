@@ -89,12 +89,11 @@ struct Connector {
   bool connected = false;
   TransportComm* transportComm = nullptr;
   ConnInfo* conn = nullptr;        // the executor's view; inside `mem`
-  // Stage 5: the kernels' copy of *conn, in GPU memory, made once the connector is connected
-  // (connectPhases in transport.cc)
-  // (null for host connectors). A kernel reads its ConnInfo at every step; through the host
-  // mapping each read is a PCIe round trip of a microsecond, from GPU memory a cache hit.
-  // From then on only kernels advance its step, so the host copy's step goes stale: the host
-  // reads nothing but the pointers and sizes, which never change.
+  // Stage 5: the kernels' copy of *conn, in GPU memory, made by connectPhases (transport.cc)
+  // once the connector is connected; null for host connectors. A kernel reads its ConnInfo
+  // at every step: through a host mapping each read was a PCIe round trip of a microsecond,
+  // from GPU memory it is a cache hit. Only kernels advance this copy's step, so the host
+  // copy's goes stale: the host reads nothing but the pointers and sizes, which never change.
   ConnInfo* devConn = nullptr;
   void* mem = nullptr;             // FIFO counters + slots, one allocation
   bool memMapped = false;          // pinned + mapped for the GPU
