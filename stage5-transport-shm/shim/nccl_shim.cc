@@ -16,9 +16,9 @@
  *     the CUDA device that was current when its ncclCommInitRank was called.
  *  3. Calls tccl cannot do (ncclCommSplit, ncclCommFinalize) fail with ncclInvalidUsage and a
  *     message saying so; none of them pretends to work.
- *  4. NCCL's environment knobs that tccl also has are honoured (stage 3: NCCL_ALGO): when the
- *     library is loaded, NCCL_X is copied to TCCL_X unless TCCL_X is set, so a job script
- *     written for NCCL steers tccl the same way.
+ *  4. NCCL's environment knobs that tccl also has are honoured (stage 3: NCCL_ALGO; stage 5:
+ *     NCCL_PROTO, NCCL_P2P_LL_THRESHOLD): when the library is loaded, NCCL_X is copied to
+ *     TCCL_X unless TCCL_X is set, so a job script written for NCCL steers tccl the same way.
  *
  * Invariants: the values of every enum equal tccl's (static_asserts below), and an
  * ncclComm_t is a tcclComm_t under another name (the shim never defines struct ncclComm).
@@ -48,7 +48,7 @@
 // ---- NCCL's knobs -----------------------------------------------------------------------------
 namespace {
 // NCCL names of the knobs tccl has under TCCL_ names (grows with the chapters).
-const char* const kNcclKnobs[] = {"ALGO"};
+const char* const kNcclKnobs[] = {"ALGO", "PROTO", "P2P_LL_THRESHOLD"};  // stage 5: the last two
 
 // Runs when libnccl.so.2 is loaded, before any call could read a knob.
 __attribute__((constructor)) void honourNcclKnobs() {

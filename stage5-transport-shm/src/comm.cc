@@ -32,6 +32,7 @@
 #include "proxy.h"
 #include "transport/shm/peer_watch.h"
 #include "trace.h"
+#include "transport.h"
 
 namespace {
 std::mutex registryMutex;
@@ -168,6 +169,12 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   cudaBusId(comm->cudaDev, me.busId, sizeof(me.busId));
   TCCL_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   TCCL_CHECK(checkPeers(comm));
+  // Stage 5: whether this rank's kernels reach every peer over a transport with LL slots;
+  // tuningCheckPeers makes it the communicator's fact (every rank's answer).
+  comm->llAvailable = true;
+  for (int r = 0; r < comm->nranks; r++) {
+    if (r != comm->rank && !kernelsHaveLL(*comm, r)) comm->llAvailable = false;
+  }
   TCCL_CHECK(tuningCheckPeers(comm));  // stage 3: every rank chooses algorithms alike
   // Step 3: failure state, in memory a kernel can read when we have a GPU.
   const bool mapped = comm->cudaDev >= 0;

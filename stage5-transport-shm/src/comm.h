@@ -97,6 +97,10 @@ struct tcclComm {
   std::vector<tccl::UserRedOp> userRedOps;  // tcclRedOpCreatePreMulSum's ops (stage 2)
   tccl::AlgoMask algoMask;  // what TCCL_ALGO allows per collective (stage 3, tuning.h)
   bool tuneDevice = false;  // the cost model's device row: every rank has a GPU (stage 3)
+  tccl::ProtoMask protoMask;  // what TCCL_PROTO allows per collective (stage 5, tuning.h)
+  // Kernels may run LL: every rank's kernels reach every peer over P2P or SHM (stage 5; set
+  // at init, first from this rank's view, then from every rank's by tuningCheckPeers).
+  bool llAvailable = false;
 
   tccl::ProgressSignal progress;   // the proxy notifies it whenever it moves a counter
   // Peer processes this rank shares FIFOs with (SHM, stage 5; null when none): nobody

@@ -47,6 +47,7 @@ struct CollTask {
   void* recvbuff;
   size_t count;  // elements (per rank for AllGather / ReduceScatter)
   int algo = 0;  // the algorithm chosen at launch (tuning.h; stage 3)
+  int proto = 0;  // and its protocol (WorkProto; stage 5)
 };
 
 /// Names of a collective's parts, as logs and step traces show them (collectives.cc).

@@ -78,6 +78,13 @@ WorkElem p2pElem(WorkFunc f, const void* src, void* dst, size_t bytes) {
 // channel (each would cost a host thread). Every rank must use the same value.
 TCCL_PARAM(MaxP2pNChannels, "MAX_P2P_NCHANNELS", 4)
 constexpr size_t kP2pChannelBytes = 512 << 10;  // at least this much per piece
+// Stage 5: a message of at most this many bytes goes by the LL protocol when the communicator
+// has it (comm->llAvailable), as NCCL_P2P_LL_THRESHOLD (NCCL's default is 16 KiB; measured on
+// the H100 with 2 and 4 ranks under MPS, LL is still 1-3 us faster at 32 KiB and slower at
+// 128 KiB); 0 turns LL off for send/recv. Both ends see the same byte count, so they choose
+// alike. (TCCL_PROTO governs collectives only, as NCCL_PROTO does.) Every rank must use the
+// same value.
+TCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 32768)
 
 int p2pPieces(size_t bytes, bool onDevice) {
   if (!onDevice) return 1;
@@ -108,6 +115,11 @@ tcclResult_t addPeerItems(tcclComm* comm, bool onDevice, Phase& phase, int peer,
     for (const WorkElem& e : elems) {
       const int n = p2pPieces(e.count, onDevice);
       if (c < n) part.push_back(p2pPiece(e, c, n));
+    }
+    if (onDevice && comm->llAvailable) {  // stage 5
+      for (WorkElem& e : part) {
+        if (int64_t(e.count) <= tcclParamP2pLLThreshold()) e.proto = kProtoLL;
+      }
     }
     Connector* conn = comm->getConnector(peer, c, isSend, onDevice);
     TCCL_CHECK(addItem(phase, WorkKind::kP2p, peer, c, isSend ? conn : nullptr,
@@ -222,11 +234,11 @@ void recordOps(CommTasks& t, bool onDevice, uint64_t t0) {
 }
 
 /// Step 2a (stage 3): each collective's algorithm, from the cost model or TCCL_ALGO.
-tcclResult_t selectAlgorithms(tcclComm* comm, CommTasks& t) {
+tcclResult_t selectAlgorithms(tcclComm* comm, CommTasks& t, bool onDevice) {
   for (CollTask& c : t.colls) {
     const bool blocks = c.func == WorkFunc::kAllGather || c.func == WorkFunc::kReduceScatter;
     const size_t bytes = c.count * typeSize(c.dtype) * (blocks ? size_t(comm->nranks) : 1);
-    TCCL_CHECK(selectAlgorithm(comm, c.func, bytes, &c.algo));
+    TCCL_CHECK(selectAlgorithm(comm, c.func, bytes, onDevice, &c.algo, &c.proto));
   }
   return tcclSuccess;
 }
@@ -286,7 +298,7 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
                 "the call is made, not when the graph runs): use device buffers");
       return tcclInvalidUsage;
     }
-    TCCL_CHECK(selectAlgorithms(comm, comms[i]));
+    TCCL_CHECK(selectAlgorithms(comm, comms[i], plans[i].onDevice));
     TCCL_CHECK(planRing(comm, plans[i]));
     TCCL_CHECK(planTree(comm, plans[i]));
     TCCL_CHECK(planP2p(comm, plans[i]));

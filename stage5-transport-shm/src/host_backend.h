@@ -77,6 +77,8 @@ struct HostBackend {
   /// Runs the reducing collectives of every element type (stage 5: each GPU kernel runs
   /// one type's, see device/kernel_entry.cuh), and the copying ones.
   static constexpr int kReducingType = -1;  // kEveryType (device/ring_dispatch.h)
+  /// Stage 5: the LL protocol is the kernels' (device/prims_ll.h); host steps are Simple.
+  static constexpr bool kHasLL = false;
   static constexpr bool runsCopies() { return true; }
   const volatile uint32_t* abortFlag;
   ProgressSignal* progress;  // notified by the proxy whenever it moves a counter

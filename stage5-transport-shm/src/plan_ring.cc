@@ -8,7 +8,8 @@
  * most TCCL_NCHANNELS or the config's maxCTAs) and its data is split between them.
  *
  * Chunks: a ring chunk is kChunkSteps FIFO steps (half the FIFO, as NCCL's Simple protocol),
- * so while one chunk's steps drain the next can already fill.
+ * so while one chunk's steps drain the next can already fill; an LL chunk (stage 5) is one LL
+ * step.
  *
  * Invariants: channel counts and chunk sizes depend only on the call (count, type) and on
  * knobs every rank shares, so all ranks cut the same chunks; one rank needs no connector.
@@ -40,6 +41,10 @@ namespace {
 
 constexpr int kChunkSteps = kNSteps / 2;        // NCCL's ALLREDUCE_CHUNKSTEPS
 constexpr size_t kMinChannelBytes = 256 << 10;  // below this a channel costs more than it gives
+// Stage 5, LL: a block polls its lines one 8-byte word at a time, a few GB/s, so LL spreads
+// over channels sooner: one LL step (32 KiB) per channel (NCCL, for the same reason, gives LL
+// a smaller per-thread byte threshold when it sizes channels and threads).
+constexpr size_t kLLMinChannelBytes = kLLStepBytes;
 constexpr int kDeviceChannels = 32;             // device buffers: NCCL's most on NVLink H100s
 // Device buffers: every block of a launch must be resident at once, on every rank sharing the
 // GPU (tests run several ranks on one GPU), and each block fills an SM (512 threads).
@@ -47,9 +52,10 @@ constexpr int kDeviceChannels = 32;             // device buffers: NCCL's most o
 constexpr int kDeviceBlockBudget = 64;
 
 /// How many channels a collective of `bytes` (per rank block for gather/scatter) uses: one per
-/// kMinChannelBytes, within [TCCL_MIN_NCHANNELS or minCTAs, maxChannels].
-int channelsFor(tcclComm* comm, size_t bytes, int maxChannels) {
-  int n = int(std::min<size_t>(size_t(maxChannels), std::max<size_t>(1, bytes / kMinChannelBytes)));
+/// minChannelBytes (kMinChannelBytes, or LL's), within [TCCL_MIN_NCHANNELS or minCTAs,
+/// maxChannels].
+int channelsFor(tcclComm* comm, size_t bytes, int maxChannels, size_t minChannelBytes) {
+  int n = int(std::min<size_t>(size_t(maxChannels), std::max<size_t>(1, bytes / minChannelBytes)));
   int minChannels = std::max(int(tcclParamMinNChannels()), comm->minChannels);
   return std::max(n, std::min(maxChannels, minChannels));
 }
@@ -102,6 +108,10 @@ tcclResult_t makeCollElem(const CollTask& t, bool onDevice, WorkElem* out) {
   }
   e.nChannels = 1;
   e.chunkBytes = int32_t(std::min<uint64_t>(stepBytes * kChunkSteps, 1u << 30) / 16 * 16);
+  // Stage 5, LL: a chunk is one step (32 KiB), as NCCL's LL chunkSize = stepSize: the steps
+  // are small, so a chunk of several would only delay the next rank's start.
+  e.proto = uint8_t(t.proto);
+  if (t.proto == kProtoLL) e.chunkBytes = int32_t(kLLStepBytes);
   *out = e;
   return tcclSuccess;
 }
@@ -121,7 +131,8 @@ tcclResult_t planRing(tcclComm* comm, CommPlan& plan) {
       if (bytes > 0 && t.sendbuff != t.recvbuff) copies.push_back({t.sendbuff, t.recvbuff, bytes});
       continue;
     }
-    e.nChannels = channelsFor(comm, t.count * typeSize(t.dtype), maxChannels);
+    e.nChannels = channelsFor(comm, t.count * typeSize(t.dtype), maxChannels,
+                              t.proto == kProtoLL ? kLLMinChannelBytes : kMinChannelBytes);
     usedChannels = std::max(usedChannels, e.nChannels);
     elems.push_back(e);
   }

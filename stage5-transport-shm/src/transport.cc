@@ -62,6 +62,13 @@ tcclResult_t selectTransport(const tcclComm& comm, int peer, bool forDevice, Tra
   return tcclInternalError;
 }
 
+bool kernelsHaveLL(const tcclComm& comm, int peer) {
+  for (Transport* t : kTransports) {
+    if (t->canConnect(comm, comm.peers[peer], /*forDevice=*/true)) return t->hasLL();
+  }
+  return false;
+}
+
 tcclResult_t allocConnectorFifo(tcclComm& comm, Connector& c) {
   const uint64_t stepBytes = uint64_t(tcclParamBuffSize()) / kNSteps;
   // One allocation: counters, the ConnInfo, then the slots on a page boundary (so 16-byte
@@ -98,9 +105,23 @@ tcclResult_t allocConnInfo(Connector& c) {
   return tcclSuccess;
 }
 
+namespace {
+/// Where the LL slots start: after the Simple slots, on a page boundary.
+size_t llOffset(uint64_t stepBytes) {
+  return (kFifoHeaderBytes + kNSteps * stepBytes + 4095) / 4096 * 4096;
+}
+}  // namespace
+
+size_t fifoBlockBytes(uint64_t stepBytes, bool withLL) {
+  return withLL ? llOffset(stepBytes) + kLLBuffBytes : kFifoHeaderBytes + kNSteps * stepBytes;
+}
+
 void attachFifo(Connector& c, char* base) {
   c.conn->fifo = reinterpret_cast<ConnFifo*>(base);
   c.conn->buff = base + kFifoHeaderBytes;
+  // Stage 5: kernels' connectors carry LL slots too (the block was made for them: the same
+  // forDevice on both sides). Zeroed with the block, so no line is valid before it is written.
+  c.conn->llBuff = c.forDevice ? base + llOffset(c.conn->stepBytes) : nullptr;
 }
 
 void freeConnectorFifo(Connector& c) {

@@ -123,6 +123,9 @@ class Transport {
   /// Can this transport connect us to `peer` for a connector that serves kernels
   /// (forDevice) or host executors?
   virtual bool canConnect(const tcclComm& comm, const PeerInfo& peer, bool forDevice) const = 0;
+  /// Stage 5: its kernels' connectors carry LL slots (the kernels write and poll them; a
+  /// network transport would need its proxy to, as NCCL's does).
+  virtual bool hasLL() const { return false; }
   virtual TransportComm& send() = 0;
   virtual TransportComm& recv() = 0;
 };
@@ -130,6 +133,10 @@ class Transport {
 /// The transports, in order of preference: P2P, SHM, then the network (stage 5).
 /// selectTransport returns the first whose canConnect() says yes.
 tcclResult_t selectTransport(const tcclComm& comm, int peer, bool forDevice, Transport** out);
+
+/// Stage 5: whether the transport that selectTransport would pick for kernels' connectors to
+/// `peer` carries LL slots.
+bool kernelsHaveLL(const tcclComm& comm, int peer);
 
 /// Allocates a connector's FIFO: counters, ConnInfo and kNSteps slots, in one block of host
 /// memory (pinned and mapped when the communicator has a GPU). Used by every transport's setup.
@@ -142,9 +149,14 @@ constexpr size_t kFifoHeaderBytes = 4096;
 /// For transports whose FIFO lives elsewhere (SHM's shared segment, P2P's GPU memory; stage
 /// 5): allocates only this side's ConnInfo (host memory: kernels use devConn), freed by
 /// freeConnectorFifo like a whole FIFO. attachFifo then points it at a block laid out as
-/// allocConnectorFifo's: counters at `base`, kNSteps slots from base + kFifoHeaderBytes.
+/// allocConnectorFifo's: counters at `base`, kNSteps slots from base + kFifoHeaderBytes (and,
+/// for kernels, the LL slots after those).
 tcclResult_t allocConnInfo(Connector& c);
 void attachFifo(Connector& c, char* base);
+
+/// Stage 5: the bytes of such a block -- header, Simple slots and, for a connector that serves
+/// kernels, the LL protocol's slots after them (fifo.h; attachFifo points llBuff there).
+size_t fifoBlockBytes(uint64_t stepBytes, bool withLL);
 
 /// The connectors one communicator must connect at this group end.
 struct PendingConnects {

@@ -18,7 +18,11 @@
  * (fewest hops, most bytes), trees sit between. The crossovers move with the constants, which
  * is why they are measured rather than guessed.
  *
- * Added in: stage 3.
+ * Stage 5 adds a protocol to each choice: Simple everywhere, LL (device/prims_ll.h) in kernels
+ * for ring and recursive doubling, with its own row of constants; TCCL_PROTO restricts them as
+ * TCCL_ALGO does the algorithms.
+ *
+ * Added in: stage 3; protocols in stage 5.
  */
 #include "tuning.h"
 
@@ -56,19 +60,30 @@ struct AlgoCost {
 // 3 S), above it the double tree; a small message's time is its hops either way.
 // Index: [device][algo]; the device row applies when every rank of the communicator has a
 // GPU (a fact all ranks share, so they all choose alike), the host row otherwise.
-// Stage 5: the device row's bandwidths are re-measured for the new data path (P2P, 16 ring
-// channels, two tree channels, one recursive-doubling channel): 2026-11-25, the H100 machine,
-// 2 ranks under MPS, 256 MiB all-reduce with the algorithm forced (tools/gpu/stage5.sh):
-// ring 78 GB/s, tree 13.1 GB/s; recursive doubling, one block, scaled from the tree's per-block
-// rate. Its latencies are stage 3's (a full tune.sh fit on the new path is still to do).
+// Stage 5: the device row is re-measured on the GPU transports (P2P under MPS, every rank on
+// one GPU: the ring on up to 32 channels, the tree on two, recursive doubling on one) by
+// tools/gpu/stage5.sh tune, which runs tools/bench/tune.sh over all-reduce times with each
+// algorithm and protocol forced: 2026-11-26, "vm": the H100 machine (16 cores), 2, 3 and 4
+// ranks, 8 B to 16 MiB; median errors 6% (ring), 10% (tree), 8% (recursive doubling).
 constexpr AlgoCost kCost[2][kNumAlgos] = {
     // host: ring, tree, recdoubling
     {{0.0, 33.4, 0.789}, {0.0, 53.0, 0.911}, {0.0, 64.6, 0.673}},
     // device: ring, tree, recdoubling
-    {{86.6, 17.6, 78.0}, {52.3, 31.4, 13.1}, {34.6, 47.2, 6.4}},
+    {{8.7, 5.0, 221.4}, {9.6, 5.4, 45.1}, {6.2, 7.3, 19.9}},
 };
 
+// Stage 5: the LL protocol's constants, device only (LL runs in kernels), for the algorithms
+// that have it (ring, recursive doubling; the trees run Simple: gbps 0 marks "none"). The
+// same run as the device row: median errors 9% (ring), 16% (recursive doubling). A hop costs
+// about half of Simple's (2.8 against 5.0 us on the ring: no fence, no tail, the reader polls
+// the data itself), the bandwidth less than half (94 against 221 GB/s: half of every line is
+// flags, and each block polls 8 bytes at a time). The crossovers this puts between them, all-
+// reduce on the ring: about 1.0 MiB at 2 ranks and 1.6 MiB at 4 (measured: between 1 and 4
+// MiB at both).
+constexpr AlgoCost kCostLL[kNumAlgos] = {{6.4, 2.8, 93.6}, {0.0, 0.0, 0.0}, {6.5, 3.7, 5.3}};
+
 const char* const kAlgoNames[kNumAlgos] = {"ring", "tree", "recdoubling"};
+const char* const kProtoNames[kNumProtos] = {"simple", "ll"};
 // NCCL's algorithms that tccl does not have: accepted in TCCL_ALGO / NCCL_ALGO (a list written
 // for NCCL keeps working) and never chosen.
 const char* const kForeignAlgos[] = {"collnetdirect", "collnetchain", "collnet", "nvls",
@@ -100,43 +115,67 @@ std::vector<std::string> split(const std::string& s, char sep) {
   }
 }
 
-/// One list ("ring,tree" or "^tree") applied to collective row `c`. -1: unknown name.
-tcclResult_t applyList(const std::string& list, bool row[kNumAlgos], std::string* why) {
+/// How a list's names are read: ring/tree/recdoubling for TCCL_ALGO, simple/ll for TCCL_PROTO
+/// (stage 5). lookup() gives a name's index, kForeign for one of NCCL's that tccl accepts and
+/// never chooses, -1 for an unknown one.
+constexpr int kForeign = -2;
+struct ListKind {
+  const char* what;  // "algorithm"
+  const char* have;  // "ring, tree, recdoubling": for the error message
+  int count;
+  int (*lookup)(const std::string& name);
+};
+
+int lookupAlgo(const std::string& name) {
+  for (int a = 0; a < kNumAlgos; a++) {
+    if (strcasecmp(name.c_str(), kAlgoNames[a]) == 0) return a;
+  }
+  if (strcasecmp(name.c_str(), "rd") == 0) return kAlgoRecDoubling;
+  for (const char* f : kForeignAlgos) {
+    if (strcasecmp(name.c_str(), f) == 0) return kForeign;
+  }
+  return -1;
+}
+
+int lookupProto(const std::string& name) {
+  for (int p = 0; p < kNumProtos; p++) {
+    if (strcasecmp(name.c_str(), kProtoNames[p]) == 0) return p;
+  }
+  return strcasecmp(name.c_str(), "ll128") == 0 ? kForeign : -1;  // NCCL's, on some GPUs
+}
+
+const ListKind kAlgoList{"algorithm", "ring, tree, recdoubling", kNumAlgos, lookupAlgo};
+const ListKind kProtoList{"protocol", "simple, ll", kNumProtos, lookupProto};
+
+/// One list ("ring,tree" or "^tree") applied to one collective's row.
+tcclResult_t applyList(const ListKind& kind, const std::string& list, bool* row,
+                       std::string* why) {
   std::string body = trim(list);
   const bool exclude = !body.empty() && body[0] == '^';
   if (exclude) body = body.substr(1);
-  bool named[kNumAlgos] = {};
+  bool named[8] = {};
   for (const std::string& name : split(body, ',')) {
     if (name.empty()) {
-      *why = "empty algorithm name in '" + list + "'";
+      *why = std::string("empty ") + kind.what + " name in '" + list + "'";
       return tcclInvalidArgument;
     }
-    int found = -1;
-    for (int a = 0; a < kNumAlgos; a++) {
-      if (strcasecmp(name.c_str(), kAlgoNames[a]) == 0) found = a;
-    }
-    if (found < 0 && strcasecmp(name.c_str(), "rd") == 0) found = kAlgoRecDoubling;
-    bool foreign = false;
-    for (const char* f : kForeignAlgos) foreign |= strcasecmp(name.c_str(), f) == 0;
-    if (found < 0 && !foreign) {
-      *why = "unknown algorithm '" + name + "' (tccl has ring, tree, recdoubling)";
+    const int found = kind.lookup(name);
+    if (found == -1) {
+      *why = std::string("unknown ") + kind.what + " '" + name + "' (tccl has " + kind.have + ")";
       return tcclInvalidArgument;
     }
     if (found >= 0) named[found] = true;
   }
-  for (int a = 0; a < kNumAlgos; a++) row[a] = exclude ? !named[a] : named[a];
+  for (int a = 0; a < kind.count; a++) row[a] = exclude ? !named[a] : named[a];
   return tcclSuccess;
 }
 
-}  // namespace
-
-const char* algoName(int algo) { return algo >= 0 && algo < kNumAlgos ? kAlgoNames[algo] : "?"; }
-
-int collIndex(WorkFunc f) { return int(f) - int(WorkFunc::kAllReduce); }
-
-tcclResult_t parseAlgoList(const std::string& value, AlgoMask* out, std::string* why) {
-  for (auto& row : out->allowed) {
-    for (bool& a : row) a = true;
+/// A whole value: lists, optionally per collective ("allreduce:tree;broadcast:ring").
+/// rows[c] is collective c's row of kind.count entries.
+tcclResult_t parseList(const ListKind& kind, const std::string& value, bool* rows, int stride,
+                       std::string* why) {
+  for (int c = 0; c < kNumCollFuncs; c++) {
+    for (int a = 0; a < kind.count; a++) rows[c * stride + a] = true;
   }
   if (trim(value).empty()) return tcclSuccess;
   // NCCL 2.24's per-collective form: "allreduce:tree,ring;broadcast:ring". Without a ':' the
@@ -145,7 +184,9 @@ tcclResult_t parseAlgoList(const std::string& value, AlgoMask* out, std::string*
     if (section.empty()) continue;
     const size_t colon = section.find(':');
     if (colon == std::string::npos) {
-      for (auto& row : out->allowed) TCCL_CHECK(applyList(section, row, why));
+      for (int c = 0; c < kNumCollFuncs; c++) {
+        TCCL_CHECK(applyList(kind, section, rows + c * stride, why));
+      }
       continue;
     }
     const std::string coll = trim(section.substr(0, colon));
@@ -158,9 +199,23 @@ tcclResult_t parseAlgoList(const std::string& value, AlgoMask* out, std::string*
              "' (allreduce, allgather, reducescatter, broadcast, reduce)";
       return tcclInvalidArgument;
     }
-    TCCL_CHECK(applyList(section.substr(colon + 1), out->allowed[c], why));
+    TCCL_CHECK(applyList(kind, section.substr(colon + 1), rows + c * stride, why));
   }
   return tcclSuccess;
+}
+
+}  // namespace
+
+const char* algoName(int algo) { return algo >= 0 && algo < kNumAlgos ? kAlgoNames[algo] : "?"; }
+
+int collIndex(WorkFunc f) { return int(f) - int(WorkFunc::kAllReduce); }
+
+tcclResult_t parseAlgoList(const std::string& value, AlgoMask* out, std::string* why) {
+  return parseList(kAlgoList, value, &out->allowed[0][0], kNumAlgos, why);
+}
+
+tcclResult_t parseProtoList(const std::string& value, ProtoMask* out, std::string* why) {
+  return parseList(kProtoList, value, &out->allowed[0][0], kNumProtos, why);
 }
 
 tcclResult_t tuningInit(tcclComm* comm) {
@@ -171,7 +226,21 @@ tcclResult_t tuningInit(tcclComm* comm) {
     return tcclInvalidArgument;
   }
   if (!value.empty()) TCCL_INFO(kTuning | kEnv, "TCCL_ALGO set by environment to %s", value.c_str());
+  const std::string proto = getEnvString("TCCL_PROTO");  // stage 5
+  if (parseProtoList(proto, &comm->protoMask, &why) != tcclSuccess) {
+    TCCL_WARN("TCCL_PROTO=%s: %s", proto.c_str(), why.c_str());
+    return tcclInvalidArgument;
+  }
+  if (!proto.empty()) TCCL_INFO(kTuning | kEnv, "TCCL_PROTO set by environment to %s", proto.c_str());
   return tcclSuccess;
+}
+
+const char* protoName(int proto) {
+  return proto >= 0 && proto < kNumProtos ? kProtoNames[proto] : "?";
+}
+
+bool protoSupports(int algo, int proto, bool llAvailable) {
+  return proto == kProtoSimple || (proto == kProtoLL && llAvailable && kCostLL[algo].gbps > 0);
 }
 
 bool algoSupports(WorkFunc f, int algo, int nranks) {
@@ -188,7 +257,11 @@ bool algoSupports(WorkFunc f, int algo, int nranks) {
 }
 
 double predictTimeUs(WorkFunc f, int algo, int n, size_t bytes, bool onDevice) {
-  const AlgoCost& k = kCost[onDevice ? 1 : 0][algo];
+  return predictTimeUs(f, algo, kProtoSimple, n, bytes, onDevice);
+}
+
+double predictTimeUs(WorkFunc f, int algo, int proto, int n, size_t bytes, bool onDevice) {
+  const AlgoCost& k = proto == kProtoLL ? kCostLL[algo] : kCost[onDevice ? 1 : 0][algo];
   double hops = 0, wire = 0;
   int depth = 0;  // of NCCL's binary tree: ceil(log2 n) (trees.h)
   while ((1 << depth) < n) depth++;
@@ -219,20 +292,36 @@ double predictTimeUs(WorkFunc f, int algo, int n, size_t bytes, bool onDevice) {
 
 int chooseAlgorithm(const AlgoMask& mask, WorkFunc f, int nranks, size_t bytes, bool onDevice,
                     char* why, size_t whyBytes) {
+  ProtoMask simple{};
+  for (auto& row : simple.allowed) row[kProtoSimple] = true;
+  int proto = 0;
+  return chooseAlgorithm(mask, simple, f, nranks, bytes, onDevice, /*llAvailable=*/false, &proto,
+                         why, whyBytes);
+}
+
+int chooseAlgorithm(const AlgoMask& mask, const ProtoMask& protos, WorkFunc f, int nranks,
+                    size_t bytes, bool onDevice, bool llAvailable, int* proto, char* why,
+                    size_t whyBytes) {
   const bool* allowed = mask.allowed[collIndex(f)];
+  const bool* allowedProto = protos.allowed[collIndex(f)];
   double best = INFINITY;
   int algo = -1;
   int len = 0;
+  *proto = kProtoSimple;
   if (why != nullptr && whyBytes > 0) why[0] = '\0';
   for (int a = 0; a < kNumAlgos; a++) {
     if (!allowed[a] || !algoSupports(f, a, nranks)) continue;
-    const double t = predictTimeUs(f, a, nranks, bytes, onDevice);
-    if (why != nullptr && len >= 0 && size_t(len) < whyBytes) {
-      len += snprintf(why + len, whyBytes - size_t(len), " %s %.1f us", kAlgoNames[a], t);
+    for (int p = 0; p < kNumProtos; p++) {
+      if (!allowedProto[p] || !protoSupports(a, p, llAvailable && onDevice)) continue;
+      const double t = predictTimeUs(f, a, p, nranks, bytes, onDevice);
+      if (why != nullptr && len >= 0 && size_t(len) < whyBytes) {
+        len += snprintf(why + len, whyBytes - size_t(len), " %s%s %.1f us", kAlgoNames[a],
+                        p == kProtoLL ? "/ll" : "", t);
+      }
+      if (t < best) best = t, algo = a, *proto = p;
     }
-    if (t < best) best = t, algo = a;
   }
-  if (algo >= 0 && nranks == 1) algo = kAlgoRing;  // one rank: a local copy whatever the name
+  if (algo >= 0 && nranks == 1) algo = kAlgoRing, *proto = kProtoSimple;  // a local copy
   return algo;
 }
 
@@ -242,34 +331,67 @@ tcclResult_t tuningCheckPeers(tcclComm* comm) {
   // from what all ranks have, not from this rank's buffers.
   struct Info {
     AlgoMask mask;
+    ProtoMask protos;  // stage 5
     int32_t hasGpu;
+    int32_t llReach;   // stage 5: kernels reach every peer over a transport with LL slots
   };
   std::vector<Info> all(size_t(comm->nranks));
   Info& me = all[size_t(comm->rank)];
   memset(&me, 0, sizeof(me));
   me.mask = comm->algoMask;
+  me.protos = comm->protoMask;
   me.hasGpu = comm->cudaDev >= 0;
+  me.llReach = comm->llAvailable;  // this rank's answer so far (comm.cc)
   TCCL_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Info)));
   comm->tuneDevice = true;
+  comm->llAvailable = true;
   for (int r = 0; r < comm->nranks; r++) {
     if (memcmp(&all[size_t(r)].mask, &me.mask, sizeof(AlgoMask)) != 0) {
       TCCL_WARN("TCCL_ALGO differs between rank %d and rank %d: every rank must allow the same "
                 "algorithms", comm->rank, r);
       return tcclInvalidUsage;
     }
+    if (memcmp(&all[size_t(r)].protos, &me.protos, sizeof(ProtoMask)) != 0) {
+      TCCL_WARN("TCCL_PROTO differs between rank %d and rank %d: every rank must allow the same "
+                "protocols", comm->rank, r);
+      return tcclInvalidUsage;
+    }
     comm->tuneDevice = comm->tuneDevice && all[size_t(r)].hasGpu != 0;
+    comm->llAvailable = comm->llAvailable && all[size_t(r)].llReach != 0;
   }
+  comm->llAvailable = comm->llAvailable && comm->tuneDevice;
+  TCCL_INFO(kTuning, "LL protocol %s", comm->llAvailable ? "available (kernels reach every peer "
+            "over P2P or SHM)" : "not available (host buffers only, or a peer over the network)");
   return tcclSuccess;
 }
 
-tcclResult_t selectAlgorithm(tcclComm* comm, WorkFunc f, size_t bytes, int* algo) {
-  const bool onDevice = comm->tuneDevice;
+tcclResult_t selectAlgorithm(tcclComm* comm, WorkFunc f, size_t bytes, bool onDevice, int* algo,
+                             int* proto) {
+  const bool tuneDevice = comm->tuneDevice;
   // The log line costs a few formatted numbers: build it only when TUNING is on.
-  char line[256];
+  char line[320];
   const bool logging = logEnabled(LogLevel::kInfo, kTuning);
-  *algo = chooseAlgorithm(comm->algoMask, f, comm->nranks, bytes, onDevice,
+  // LL only for a call on device buffers (stage 5): host buffers run on host executors. A
+  // call of no bytes moves nothing on any protocol: TCCL_PROTO does not refuse it (its buffers
+  // may be null, which classify as host memory).
+  static const ProtoMask kEveryProto = [] {
+    ProtoMask m{};
+    for (auto& row : m.allowed) row[kProtoSimple] = row[kProtoLL] = true;
+    return m;
+  }();
+  *algo = chooseAlgorithm(comm->algoMask, bytes == 0 ? kEveryProto : comm->protoMask, f,
+                          comm->nranks, bytes, tuneDevice, comm->llAvailable && onDevice, proto,
                           logging ? line : nullptr, sizeof(line));
   if (*algo < 0) {
+    const std::string protos = getEnvString("TCCL_PROTO");
+    if (!protos.empty()) {
+      // Stage 5: TCCL_PROTO may leave only LL, which this call cannot use.
+      TCCL_WARN("%s: TCCL_ALGO=%s TCCL_PROTO=%s leave no algorithm and protocol for it (LL runs "
+                "only on device buffers, in kernels over P2P or SHM, with ring or recdoubling; "
+                "everything runs Simple)", kCollTitles[collIndex(f)],
+                getEnvString("TCCL_ALGO").c_str(), protos.c_str());
+      return tcclInvalidUsage;
+    }
     TCCL_WARN("%s: TCCL_ALGO=%s leaves no algorithm for it (it runs on ring%s)",
               kCollTitles[collIndex(f)], getEnvString("TCCL_ALGO").c_str(),
               f == WorkFunc::kAllReduce ? ", tree or recdoubling"
@@ -277,8 +399,9 @@ tcclResult_t selectAlgorithm(tcclComm* comm, WorkFunc f, size_t bytes, int* algo
     return tcclInvalidUsage;
   }
   if (logging) {
-    TCCL_INFO(kTuning, "%s %zu bytes %d ranks %s:%s -> %s", kCollTitles[collIndex(f)], bytes,
-              comm->nranks, onDevice ? "device" : "host", line, kAlgoNames[*algo]);
+    TCCL_INFO(kTuning, "%s %zu bytes %d ranks %s:%s -> %s/%s", kCollTitles[collIndex(f)], bytes,
+              comm->nranks, tuneDevice ? "device" : "host", line, kAlgoNames[*algo],
+              kProtoNames[*proto]);
   }
   return tcclSuccess;
 }

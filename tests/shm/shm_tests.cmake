@@ -6,6 +6,7 @@
 #
 # From stage 5 on, ranks of one host talk over SHM by default, so every earlier feature's
 # tests (re-run by this stage) already exercise it. This fragment adds:
+#   proto_choice     TCCL_PROTO and the protocol choice of the cost model (no communication)
 #   shm              segments, descriptor passing, and what a communicator leaves behind
 #                    (1..4 ranks over SHM; 3 ranks with TCCL_SHM_DISABLE=1, which must keep
 #                    it out)
@@ -25,6 +26,18 @@ set(_shm_labels ${TCCL_STAGE_LABEL} shm)
 tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_shm SOURCES ${_shm_src}/shm_test.cc
   ${TCCL_STAGE_DIR}/src/transport/shm/shm_segment.cc)
 target_link_libraries(${TCCL_STAGE_PREFIX}test_shm PRIVATE tccl_common)
+
+# TCCL_PROTO and the protocol choice (the LL protocol), compiled from the stage's tuning.cc
+# (libtccl.so exports only the API), without communication: as tree_tests.cmake's tree_shapes.
+set(_t ${TCCL_STAGE_PREFIX}test_proto_choice)
+add_executable(${_t} ${_shm_src}/proto_choice_test.cc ${TCCL_STAGE_DIR}/src/tuning.cc)
+target_include_directories(${_t} PRIVATE ${TCCL_STAGE_DIR}/include ${TCCL_STAGE_DIR}/src)
+target_link_libraries(${_t} PRIVATE tccl_common GTest::gtest_main Threads::Threads)
+if(TCCL_HAVE_CUDA)
+  target_link_libraries(${_t} PRIVATE CUDA::cudart_static)
+endif()
+tccl_warnings(${_t})
+tccl_add_test(NAME ${TCCL_STAGE_PREFIX}proto_choice COMMAND ${_t} LABELS ${_shm_labels} TIMEOUT 60)
 
 tccl_stage_nps(_nps 1 2 3 4)
 foreach(np IN LISTS _nps)

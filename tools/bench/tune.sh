@@ -8,9 +8,11 @@
 # algorithm forced, by least squares over every rank count and size of the data. The data are
 # tools/bench/compare_algos.sh's files in data-dir (default build/compare_algos); when there
 # are none, that script runs first. Prints the rows to paste into kCost, with the date and
-# this machine's name, and how well each fit explains the data.
+# this machine's name, and how well each fit explains the data. Files of the LL protocol
+# (<np>.ring.ll.median.txt, <np>.recdoubling.ll.median.txt: tools/gpu/stage5.sh tune) add
+# kCostLL's row (stage 5).
 #
-# Added in: stage 3.
+# Added in: stage 3; the LL row in stage 5.
 set -euo pipefail
 
 build=${1:-build}
@@ -52,7 +54,11 @@ def solve3(a, b):  # normal equations, 3x3, Gaussian elimination
     return [m[i][3] / m[i][i] if m[i][i] else 0.0 for i in range(3)]
 
 rows = {}
-for algo in ("ring", "tree", "recdoubling"):
+# Stage 5: files named <np>.<algo>.ll.median.txt hold the LL protocol's times (the GPU's
+# tools/gpu/stage5.sh tune writes them); they fit kCostLL's row with the same model.
+algos = ["ring", "tree", "recdoubling"]
+algos += [a for a in ("ring.ll", "recdoubling.ll") if glob.glob(f"{data}/*.{a}.median.txt")]
+for algo in algos:
     pts = []
     for path in glob.glob(f"{data}/*.{algo}.median.txt"):
         n = int(os.path.basename(path).split(".")[0])
@@ -67,7 +73,7 @@ for algo in ("ring", "tree", "recdoubling"):
     ata = [[0.0] * 3 for _ in range(3)]
     atb = [0.0] * 3
     for n, size, t in pts:
-        hops, wire = model(algo, n)
+        hops, wire = model(algo.split(".")[0], n)
         x = [1.0, hops, wire * size]
         w = 1.0 / (t * t)
         for i in range(3):
@@ -77,8 +83,8 @@ for algo in ("ring", "tree", "recdoubling"):
     base, hop, inv_bw = solve3(ata, atb)
     base, hop = max(base, 0.0), max(hop, 0.1)
     gbps = 1.0 / (inv_bw * 1e3) if inv_bw > 0 else 100.0
-    err = [abs(base + model(algo, n)[0] * hop + model(algo, n)[1] * s / (gbps * 1e3) - t) / t
-           for n, s, t in pts]
+    m = lambda n: model(algo.split(".")[0], n)
+    err = [abs(base + m(n)[0] * hop + m(n)[1] * s / (gbps * 1e3) - t) / t for n, s, t in pts]
     rows[algo] = (base, hop, gbps, sorted(err)[len(err) // 2])
 
 today = datetime.date.today().isoformat()
@@ -88,7 +94,11 @@ for path in glob.glob(f"{data}/*.ring.median.txt"):
     m = re.search(r"memory: (\w+)", open(path).read())
     mem = m.group(1) if m else mem
 print(f"// {today}, {host} ({cores} cores), {mem} buffers; fit of {data}")
-print("    {" + ", ".join(f"{{{b:.1f}, {h:.1f}, {g:.3f}}}" for b, h, g, _ in rows.values()) + "},")
+fmt = lambda r: f"{{{r[0]:.1f}, {r[1]:.1f}, {r[2]:.3f}}}"
+print("    {" + ", ".join(fmt(rows[a]) for a in ("ring", "tree", "recdoubling")) + "},")
+if "ring.ll" in rows:  # kCostLL: the trees have no LL (gbps 0)
+    print("kCostLL = {" + ", ".join(fmt(rows[a]) if a in rows else "{0.0, 0.0, 0.0}"
+                                    for a in ("ring.ll", "tree.ll", "recdoubling.ll")) + "};")
 for algo, (b, h, g, e) in rows.items():
     print(f"//   {algo:12} base {b:6.1f} us  hop {h:6.1f} us  bw {g:7.3f} GB/s  "
           f"median error {100 * e:.0f}%")

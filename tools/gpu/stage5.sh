@@ -11,12 +11,13 @@
 #          (TCCL_P2P_DISABLE=1 TCCL_SHM_DISABLE=1) -- at 2 and 3 ranks under MPS (the sweep at
 #          3, and at 2 over P2P), and the P2P
 #          patterns at 2 ranks without MPS (time-sliced: slow, but must be right); CUDA graph
-#          capture and replay at 1 to 3 ranks (P2P), 2 (SHM), and 2 without MPS; the INIT
-#          log's transport lines; /dev/shm afterwards;
+#          capture and replay at 1 to 3 ranks (P2P), 2 (SHM), and 2 without MPS; the same
+#          with the LL protocol forced; the INIT log's transport lines; /dev/shm afterwards;
 #   bench  cudaMemcpy's device-to-device rate (bench/memcpy_perf), then tccl_perf at 1 rank
 #          beside nccl-tests on the real NCCL and on tccl's shim at 1 rank (NCCL refuses two
 #          ranks on one GPU), then send/recv and all-reduce at 2 and 4 ranks under MPS.
-# Usage: tools/gpu/stage5.sh [build] [test] [bench]   (default: all three)
+#   tune   the cost model's device constants, Simple and LL (tools/bench/tune.sh's fit).
+# Usage: tools/gpu/stage5.sh [build] [test] [bench] [tune]   (default: build test bench)
 # Environment: OUT (logs; default ./gpu-out).
 # Added in: stage 5.
 set -uo pipefail
@@ -58,20 +59,24 @@ if want build; then
 fi
 
 # One test program at np ranks with one transport: the last lines, and the device cases run.
+# More arguments: "-x NAME=VALUE" pairs go to mpirun (environment), the rest to the program.
 run_case() {  # transport np exe [args...]
   local tr=$1 np=$2 exe=$3; shift 3
-  local env=()
+  local env=() args=() tag=""
   case $tr in
     p2p) ;;
     shm) env=(-x TCCL_P2P_DISABLE=1) ;;
     net) env=(-x TCCL_P2P_DISABLE=1 -x TCCL_SHM_DISABLE=1) ;;
   esac
-  local log=$OUT/test-$tr-np$np-$(basename "$exe").log
+  while (($#)); do
+    if [[ $1 == -x ]]; then env+=(-x "$2") tag+=" $2"; shift 2; else args+=("$1"); shift; fi
+  done
+  local log=$OUT/test-$tr-np$np-$(basename "$exe")$(echo "$tag" | tr -c 'A-Za-z0-9\n' _).log
   # (No --gtest_brief: the count below reads the OK lines it would hide.)
-  mpi -np "$np" -x TCCL_TEST_MEM=device "${env[@]}" "$T/$exe" "$@" >"$log" 2>&1
+  mpi -np "$np" -x TCCL_TEST_MEM=device "${env[@]}" "$T/$exe" "${args[@]}" >"$log" 2>&1
   local rc=$?
-  echo "$tr np=$np $exe: exit $rc, $(grep -cE '\[ +OK +\] ' "$log") cases passed (all ranks)" \
-    "$(grep -E 'FAILED|Failure' "$log" | head -2 | tr '\n' ' ')"
+  echo "$tr np=$np $exe$tag: exit $rc, $(grep -cE '\[ +OK +\] ' "$log") cases passed" \
+    "(all ranks) $(grep -E 'FAILED|Failure' "$log" | head -2 | tr '\n' ' ')"
 }
 
 if want test; then
@@ -87,6 +92,23 @@ if want test; then
   # CUDA graphs: capture, 100 replays, each checked (tests/gpu/cuda_graph_test.cc).
   for np in 1 2 3; do run_case p2p $np s5_test_cuda_graph; done
   run_case shm 2 s5_test_cuda_graph
+  # The LL protocol forced (TCCL_PROTO=LL for collectives; send/recv below a raised
+  # TCCL_P2P_LL_THRESHOLD): the sweep on the ring and on recursive doubling (3 and 5 ranks:
+  # with folding), over P2P and SHM; the P2P patterns; large messages; graphs (not the case
+  # that captures host buffers, which TCCL_PROTO=LL refuses).
+  LL=(-x TCCL_PROTO=LL)
+  LLP=(-x TCCL_P2P_LL_THRESHOLD=100000)
+  run_case p2p 2 s5_test_ring_sweep "${LL[@]}"
+  run_case p2p 3 s5_test_ring_sweep "${LL[@]}" -x TCCL_ALGO=ring
+  run_case p2p 3 s5_test_ring_sweep "${LL[@]}" -x TCCL_ALGO=recdoubling --gtest_filter=*allreduce*
+  run_case p2p 5 s5_test_ring_sweep "${LL[@]}" -x TCCL_ALGO=recdoubling --gtest_filter=*allreduce*
+  run_case shm 2 s5_test_ring_sweep "${LL[@]}"
+  run_case p2p 2 s5_test_p2p_patterns -x TCCL_P2P_LL_THRESHOLD=1000000000
+  run_case p2p 3 s5_test_p2p_patterns "${LLP[@]}"
+  run_case shm 2 s5_test_p2p_patterns "${LLP[@]}"
+  run_case p2p 2 s5_test_p2p_large -x TCCL_P2P_LL_THRESHOLD=100000000
+  run_case p2p 2 s5_test_cuda_graph "${LL[@]}" "${LLP[@]}" --gtest_filter=-*HostBuffers*
+  run_case p2p 3 s5_test_cuda_graph "${LL[@]}" "${LLP[@]}" --gtest_filter=-*HostBuffers*
   log "transport lines (TCCL_DEBUG_SUBSYS=INIT), 2 ranks"
   for tr in "" "-x TCCL_P2P_DISABLE=1"; do
     # shellcheck disable=SC2086
@@ -98,6 +120,26 @@ if want test; then
   run_case p2p 2 s5_test_p2p_patterns
   run_case p2p 2 s5_test_cuda_graph
   log "/dev/shm after the runs: $(ls /dev/shm | grep -c tccl) entries named tccl"
+fi
+
+if want tune; then
+  # The cost model's device constants (stage5-transport-shm/src/tuning.cc): all-reduce with
+  # each algorithm and protocol forced, 2 to 4 ranks under MPS, 8 B to 16 MiB; then
+  # tools/bench/tune.sh fits kCost's device row and kCostLL to them.
+  mps_on
+  d=$OUT/tune
+  mkdir -p "$d"
+  for np in 2 3 4; do
+    for v in ring tree recdoubling ring.ll recdoubling.ll; do
+      proto=simple
+      [[ $v != *.ll ]] || proto=ll
+      { echo "# memory: device"  # (tune.sh reads it)
+        mpi -np $np -x TCCL_ALGO="${v%%.*}" -x TCCL_PROTO=$proto "$B/bench/tccl_perf" \
+          -t allreduce -m device -b 8 -e 16M -f 2 -n 50 -w 5 2>&1; } >"$d/$np.$v.median.txt"
+    done
+  done
+  mps_off
+  bash tools/bench/tune.sh "$B" "$d"
 fi
 
 if want bench; then

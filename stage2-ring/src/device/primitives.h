@@ -98,10 +98,11 @@ class Primitives {
   /// where this one stopped. Returns the status (kWorkOk when every call succeeded).
   TCCL_HOST_DEVICE uint32_t finish() {
     be_.sync();  // every thread is done with its last slot before the steps move on
-    if (be_.leader()) {
-      if (recv_) recv_->step = recvStep_;
-      if (send_) send_->step = sendStep_;
-    }
+    // Every thread writes the same values: a thread that goes on to another primitives object
+    // on these connections in this kernel (the next collective of an item) reads its own
+    // write, where a write by the leader alone might not yet be visible to it.
+    if (recv_) recv_->step = recvStep_;
+    if (send_) send_->step = sendStep_;
     return status_;
   }
 

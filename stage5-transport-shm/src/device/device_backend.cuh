@@ -11,7 +11,8 @@
  *
  * NCCL counterpart: src/device/prims_simple.h (waitPeer, postPeer; the "wait" and "post"
  * thread roles), src/device/common.h (barriers).
- * Added in: stage 1; one kernel per element type and the rarer flag checks in stage 5.
+ * Added in: stage 1; one kernel per element type, the rarer flag checks and the LL protocol's
+ * per-thread polling in stage 5.
  */
 #ifndef TCCL_DEVICE_DEVICE_BACKEND_CUH_
 #define TCCL_DEVICE_DEVICE_BACKEND_CUH_
@@ -19,6 +20,7 @@
 #include "device/fifo.h"
 #include "device/reduce_copy.h"
 #include "device/trace_record.h"
+#include "device/work.h"
 
 namespace tccl {
 
@@ -29,6 +31,8 @@ struct DeviceBackend {
   /// kernel of its own, compiled in a translation unit of its own (device/kernel_entry.cuh
   /// says why); this one, the base kernel's, runs none: only copies and send/recv.
   static constexpr int kReducingType = -2;  // kNoType (device/ring_dispatch.h)
+  /// Stage 5: kernels run the LL protocol too (device/prims_ll.h); the host executor does not.
+  static constexpr bool kHasLL = true;
   /// Whether this launch runs the batch's copying collectives (broadcast, all-gather): a batch
   /// that needs several kernels runs them in the first one only.
   bool copies = true;
@@ -41,6 +45,8 @@ struct DeviceBackend {
   uint32_t traceCount = 0;
 
   __device__ bool leader() const { return threadIdx.x == 0; }
+  __device__ int tid() const { return int(threadIdx.x); }
+  __device__ int nthreads() const { return int(blockDim.x); }
 
   /// Polls of a counter between two looks at the abort and closed flags (waitAtLeast).
   static constexpr int kSpinsPerCheck = 1000;
@@ -64,9 +70,11 @@ struct DeviceBackend {
   /// Waits until *counter >= value. Only the leader polls (one PCIe/NVLink read per poll, not
   /// one per thread); the barrier then releases the block. Returns false on abort, or when the
   /// connection was closed by the peer before the value arrived.
-  __device__ bool waitAtLeast(const uint64_t* counter, uint64_t value,
-                              const uint32_t* closed) const {
+  /// `seen` (stage 5, may be null): receives, in every thread, the value the leader saw.
+  __device__ bool waitAtLeast(const uint64_t* counter, uint64_t value, const uint32_t* closed,
+                              uint64_t* seen = nullptr) const {
     __shared__ int aborted;
+    __shared__ uint64_t seenShared;
     if (leader()) {
       aborted = 0;
       // Stage 5: the abort flag lives in mapped host memory, and `closed` does over SHM: each
@@ -75,8 +83,9 @@ struct DeviceBackend {
       // polls instead, as NCCL's NCCL_SPINS_BEFORE_CHECK_ABORT; an abort is seen within a
       // millisecond or so.
       int spins = 0;
+      uint64_t v;
       // Acquire: slot data read after this loop is at least as new as the counter we saw.
-      while (loadAcquire(counter) < value) {
+      while ((v = loadAcquire(counter)) < value) {
         if (++spins < kSpinsPerCheck) continue;
         spins = 0;
         if (*abortFlag != 0) {
@@ -86,15 +95,55 @@ struct DeviceBackend {
         if (*reinterpret_cast<const volatile uint32_t*>(closed) != 0) {
           // closed is set after the last counter update: re-read once before giving up.
           __threadfence_system();
-          if (loadAcquire(counter) < value) aborted = 1;
+          if ((v = loadAcquire(counter)) < value) aborted = 1;
           break;
         }
       }
+      seenShared = v;
     }
     // Barrier: the leader's acquire plus the barrier order every thread's later slot reads
     // after the producer's writes (causality through bar.sync).
     __syncthreads();
+    if (seen != nullptr) *seen = seenShared;
     return aborted == 0;
+  }
+
+  // ---- LL (stage 5, device/prims_ll.h): every thread polls its own lines -------------------
+  /// Why a thread stopped polling: the block's shared word (0: nobody did). Raised by any
+  /// thread, read by the others between polls, so that threads waiting for lines that will
+  /// never come (an abort, a size mismatch) stop too. Zeroed at kernel start (runKernel); an
+  /// item whose word was raised fails, so nobody needs to lower it again.
+  __device__ static volatile uint32_t& stopWord() {
+    __shared__ uint32_t word;
+    return word;
+  }
+  /// Polls one line until its flags equal `flag`, looking at the abort flag and at `closed`
+  /// every kSpinsPerCheck polls, and at the stop word at every poll (a shared-memory read).
+  /// Returns false, with the stop word raised, when it gave up.
+  __device__ bool llWaitLine(const LLLine* line, uint32_t flag, const uint32_t* closed,
+                             uint64_t* data) const {
+    int spins = 0;
+    while (!llLoadLine(line, flag, data)) {
+      if (stopWord() != 0) return false;
+      if (++spins < kSpinsPerCheck) continue;
+      spins = 0;
+      if (*abortFlag != 0) {
+        stopWord() = kWorkAborted;
+        return false;
+      }
+      if (*reinterpret_cast<const volatile uint32_t*>(closed) != 0) {
+        stopWord() = kWorkPeerClosed;
+        return false;
+      }
+    }
+    return true;
+  }
+  /// Raises the stop word (a thread found a failure every thread must act on).
+  __device__ void llStop(uint32_t why) const { stopWord() = why; }
+  /// The end of an LL step: a barrier, then every thread reads the stop word (kWorkOk: none).
+  __device__ uint32_t llSyncStatus() const {
+    __syncthreads();
+    return stopWord();
   }
 
   /// Publishes *counter = value once every thread's writes to the slot are done. gpuScope:
@@ -128,8 +177,9 @@ struct DeviceBackend {
   /// hardware's, not PTX's: the memory model would need a release to order the other
   /// threads' loads before the store; GPUs neither speculate loads nor let a returned load be
   /// satisfied by a later write, which is what NCCL relies on too.
-  __device__ void postConsumed(uint64_t* head, uint64_t value) const {
-    __syncthreads();
+  /// synced: the caller has just passed a barrier after its last slot read (the LL step).
+  __device__ void postConsumed(uint64_t* head, uint64_t value, bool synced = false) const {
+    if (!synced) __syncthreads();
     if (leader()) asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(head), "l"(value) : "memory");
   }
 

@@ -13,7 +13,8 @@
  * run kNSteps ahead of the consumer, which is what lets a pipeline overlap copy and transfer.
  *
  * Invariants:
- *  - head <= tail <= head + kNSteps, always.
+ *  - head <= tail <= head + kNSteps, always (on a connection that also carries LL steps,
+ *    stage 5: step - kNSteps <= head <= step, since LL steps move head but not tail).
  *  - sizes[slot] is written before tail is published (release) and read after tail is seen
  *    (acquire), so the consumer never reads a size or a byte from before the producer's write.
  *  - ConnInfo::step is the next step this side will use; it persists across operations so the
@@ -36,9 +37,12 @@
  * are matched, instead of being staged and copied. (A GPU consumer never decides: on a
  * communicator with a GPU the proxy stages every undecided step, as before.)
  *
- * NCCL counterpart: src/include/device.h (ncclConnInfo, NCCL_STEPS, connFifo sizes) and the
- * waitPeer/postPeer logic of src/device/prims_simple.h.
- * Added in: stage 1.
+ * The LL protocol (stage 5) shares the step counter and head, not the slots: its own kNSteps
+ * slots of flagged lines (below) follow the Simple slots in a device connector's block.
+ *
+ * NCCL counterpart: src/include/device.h (ncclConnInfo, NCCL_STEPS, connFifo sizes,
+ * ncclLLFifoLine) and the waitPeer/postPeer logic of src/device/prims_simple.h.
+ * Added in: stage 1; the LL slots in stage 5.
  */
 #ifndef TCCL_DEVICE_FIFO_H_
 #define TCCL_DEVICE_FIFO_H_
@@ -105,7 +109,93 @@ struct ConnInfo {
   // over P2P), so publishing a step needs a release at GPU scope only, not at system scope
   // (device_backend.cuh's post says what that saves).
   uint32_t gpuScope;
+  // Stage 5, LL protocol (device/prims_ll.h): this connection's kNSteps LL slots, after the
+  // Simple slots in the same block; null where the transport has none (host connectors, the
+  // network), and then the planner never sends an LL step here.
+  char* llBuff;
+  // Send side, LL: the consumer's head as this side last read it. A step whose slot is known
+  // free from it needs no poll of head (a read across the bus) and no barrier.
+  uint64_t headSeen;
 };
+
+// ---- The LL protocol's slots (stage 5; device/prims_ll.h runs them) --------------------------
+// A slot is kLLDataLines lines of 16 bytes, each carrying 8 bytes of data and two copies of a
+// 32-bit flag, plus one header line that carries the step's byte count. A line is valid when
+// both its flags equal the step's flag, so the data needs no fence and no tail: the reader
+// polls the data itself. Every step's flag differs from the ones the slot held before.
+
+/// One LL line, as NCCL's ncclLLFifoLine: four 32-bit words {data lo, flag, data hi, flag}
+/// (each 8-byte half is one word of data and the flag).
+struct alignas(16) LLLine {
+  uint64_t v[2];
+};
+
+/// Data lines per slot: 8 per thread of a 512-thread block (NCCL's NCCL_LL_LINES_PER_THREAD),
+/// 32 KiB of data per step.
+constexpr int kLLDataLines = 4096;
+constexpr int kLLSlotLines = kLLDataLines + 1;  // + the header line, last
+constexpr size_t kLLStepBytes = size_t(kLLDataLines) * 8;  // data bytes per step
+constexpr size_t kLLBuffBytes = size_t(kNSteps) * kLLSlotLines * sizeof(LLLine);
+
+// The flag of step s is s + 1 (lines start zeroed, so no line is valid before its step is
+// written). The flag wraps after 2^32 steps: a line left unwritten that long would look
+// valid again, so once every 2^31 steps the producer writes the current flag into every line
+// of the slot it uses (the eight steps whose number matches kLLCleanMask: one per slot), as
+// NCCL does. TCCL_LL_TEST_CLEANUP (a test build) wraps the flag at 256 steps instead.
+#if defined(TCCL_LL_TEST_CLEANUP)
+constexpr uint64_t kLLFlagWrap = 0x100;
+constexpr uint64_t kLLCleanMask = 0x78;
+#else
+constexpr uint64_t kLLFlagWrap = uint64_t(1) << 32;
+constexpr uint64_t kLLCleanMask = 0x7ffffff8;
+#endif
+TCCL_HOST_DEVICE inline uint32_t llFlag(uint64_t step) { return uint32_t((step + 1) % kLLFlagWrap); }
+TCCL_HOST_DEVICE inline bool llCleanStep(uint64_t step) { return (step & kLLCleanMask) == kLLCleanMask; }
+TCCL_HOST_DEVICE inline LLLine* llSlot(const ConnInfo* c, uint64_t step) {
+  return reinterpret_cast<LLLine*>(c->llBuff) + (step % kNSteps) * kLLSlotLines;
+}
+
+/// Writes one line: data and flags in one 16-byte store. No fence, before or after: a reader
+/// that sees the flag in an 8-byte half sees that half's data, because an aligned 8-byte half
+/// of a vector store is never torn (the hardware's guarantee NCCL's LL relies on, over
+/// NVLink, PCIe and in local memory alike). Volatile (relaxed, system scope): it must reach
+/// the peer's memory, not stay in this SM's view. (The host versions of these helpers exist
+/// so that the headers compile everywhere; host executors never run LL.)
+TCCL_HOST_DEVICE inline void llStoreLine(LLLine* p, uint64_t data, uint32_t flag) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p),
+               "r"(uint32_t(data)), "r"(flag), "r"(uint32_t(data >> 32)), "r"(flag)
+               : "memory");
+#else
+  __atomic_store_n(&p->v[0], (uint64_t(flag) << 32) | uint32_t(data), __ATOMIC_RELAXED);
+  __atomic_store_n(&p->v[1], (uint64_t(flag) << 32) | uint32_t(data >> 32), __ATOMIC_RELAXED);
+#endif
+}
+/// Reads one line once (volatile: every poll goes to memory). True when both flags match.
+TCCL_HOST_DEVICE inline bool llLoadLine(const LLLine* p, uint32_t flag, uint64_t* data) {
+  uint32_t d1, f1, d2, f2;
+#if defined(__CUDA_ARCH__)
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(d1), "=r"(f1), "=r"(d2), "=r"(f2)
+               : "l"(p)
+               : "memory");
+#else
+  const uint64_t lo = __atomic_load_n(&p->v[0], __ATOMIC_RELAXED);
+  const uint64_t hi = __atomic_load_n(&p->v[1], __ATOMIC_RELAXED);
+  d1 = uint32_t(lo), f1 = uint32_t(lo >> 32), d2 = uint32_t(hi), f2 = uint32_t(hi >> 32);
+#endif
+  *data = uint64_t(d1) | (uint64_t(d2) << 32);
+  return f1 == flag && f2 == flag;
+}
+/// The flag-wrap cleanup of one slot (above): lines [from, to) get `flag`, each thread of a
+/// block taking every blockDim-th line.
+TCCL_HOST_DEVICE inline void llCleanLines(LLLine* slot, int from, int to, uint32_t flag) {
+#if defined(__CUDA_ARCH__)
+  for (int i = from + int(threadIdx.x); i < to; i += int(blockDim.x)) llStoreLine(slot + i, 0, flag);
+#else
+  for (int i = from; i < to; i++) llStoreLine(slot + i, 0, flag);
+#endif
+}
 
 // ---- Memory ordering helpers ---------------------------------------------------------------
 // The counters are read by another agent (the proxy thread, a GPU, a peer): a producer must

@@ -49,6 +49,10 @@ constexpr int kThreads = 512;
 /// The body of every kernel: block blockIdx.x runs item blockIdx.x of the batch.
 template <class Backend>
 __device__ __forceinline__ void runKernel(const WorkBatch& batch, bool copies) {
+  // The LL protocol's stop word starts lowered (device_backend.cuh); the barrier makes that
+  // visible to every thread before any can raise it.
+  if (threadIdx.x == 0) DeviceBackend::stopWord() = kWorkOk;
+  __syncthreads();
   Backend be;
   be.abortFlag = batch.abortFlag;
   be.copies = copies;

@@ -10,24 +10,32 @@
  * Invariants: p2p moves bytes (no reduction, no element type needed); a send of n bytes
  * matches a receive of n bytes on the peer (the FIFO's per-step size check catches a mismatch).
  *
+ * Stage 5: on the GPU a small message goes by the LL protocol (device/prims_ll.h) when the
+ * planner says so (WorkElem::proto); both ends decide alike, from the message's size.
+ *
  * NCCL counterpart: src/device/sendrecv.h (runSend, runRecv).
- * Added in: stage 1.
+ * Added in: stage 1; the LL protocol in stage 5.
  */
 #ifndef TCCL_DEVICE_P2P_H_
 #define TCCL_DEVICE_P2P_H_
 
+#include "device/prims_ll.h"
 #include "device/primitives.h"
 #include "device/reduce_op.h"
 #include "device/work.h"
 
 namespace tccl {
 
-template <class Backend>
-TCCL_HOST_DEVICE uint32_t runP2pItem(Backend& be, const WorkBatch& batch, const WorkItem& item) {
+/// Runs the item's elems from *e on while they have the same protocol as elem *e, on one
+/// primitives object of that protocol; *e ends at the first elem it did not run.
+template <template <typename, typename, class> class Prims, class Backend>
+TCCL_HOST_DEVICE uint32_t runP2pElems(Backend& be, const WorkBatch& batch, const WorkItem& item,
+                                      int* e) {
   using Bytes = uint8_t;
-  Primitives<Bytes, FuncCopy<Bytes>, Backend> prims(be, item.recvConn, item.sendConn);
-  for (int e = item.elemStart; e < item.elemStart + item.elemCount; e++) {
-    const WorkElem& w = batch.elems[e];
+  Prims<Bytes, FuncCopy<Bytes>, Backend> prims(be, item.recvConn, item.sendConn);
+  const uint8_t proto = batch.elems[*e].proto;
+  for (; *e < item.elemStart + item.elemCount && batch.elems[*e].proto == proto; ++*e) {
+    const WorkElem& w = batch.elems[*e];
     const Bytes* src = static_cast<const Bytes*>(w.sendbuff);
     Bytes* dst = static_cast<Bytes*>(w.recvbuff);
     switch (w.func) {
@@ -48,6 +56,25 @@ TCCL_HOST_DEVICE uint32_t runP2pItem(Backend& be, const WorkBatch& batch, const 
     }
   }
   return prims.finish();
+}
+
+/// Stage 5: an item's elems may alternate between Simple and LL (each message's protocol
+/// depends on its size); each run of one protocol gets its own primitives object, which
+/// continues at the steps the previous one wrote back.
+template <class Backend>
+TCCL_HOST_DEVICE uint32_t runP2pItem(Backend& be, const WorkBatch& batch, const WorkItem& item) {
+  int e = item.elemStart;
+  while (e < item.elemStart + item.elemCount) {
+    uint32_t status = kWorkOk;
+    if constexpr (Backend::kHasLL) {
+      if (batch.elems[e].proto == kProtoLL) status = runP2pElems<PrimitivesLL>(be, batch, item, &e);
+      else status = runP2pElems<Primitives>(be, batch, item, &e);
+    } else {
+      status = runP2pElems<Primitives>(be, batch, item, &e);
+    }
+    if (status != kWorkOk) return status;
+  }
+  return kWorkOk;
 }
 
 #if !defined(__CUDA_ARCH__)

@@ -44,7 +44,8 @@
  *
  * NCCL counterpart: src/device/primitives.h, src/device/prims_simple.h (genericOp, waitPeer,
  * postPeer).
- * Added in: stage 1; fan-in and fan-out of two in stage 3.
+ * Added in: stage 1; fan-in and fan-out of two in stage 3; in stage 5 the calls moved to
+ * device/prim_calls.h (shared with the LL protocol's primitives), and the LL slots' cleanup.
  */
 #ifndef TCCL_DEVICE_PRIMITIVES_H_
 #define TCCL_DEVICE_PRIMITIVES_H_
@@ -53,6 +54,7 @@
 #include <cstdint>
 
 #include "device/fifo.h"
+#include "device/prim_calls.h"
 #include "device/reduce_op.h"
 #include "device/trace_record.h"
 #include "device/work.h"
@@ -60,7 +62,12 @@
 namespace tccl {
 
 template <typename T, typename Fn, class Backend>
-class Primitives {
+class Primitives : public PrimitiveCalls<Primitives<T, Fn, Backend>, T> {
+  // Stage 5: the calls, chunk() and the records' fields come from here (device/prim_calls.h).
+  using Calls = PrimitiveCalls<Primitives, T>;
+  friend Calls;
+  using Calls::chunk_, Calls::recvPeer_, Calls::sendPeer_, Calls::channel_;
+
  public:
   /// recvConn2 / sendConn2 (stage 3): a second peer on each side (a tree node's children).
   TCCL_HOST_DEVICE Primitives(Backend& be, ConnInfo* recvConn, ConnInfo* sendConn, Fn fn = Fn(),
@@ -81,12 +88,6 @@ class Primitives {
     }
   }
 
-  /// Names the algorithm's chunk that the next call moves (shown in step traces only).
-  TCCL_HOST_DEVICE Primitives& chunk(int c) {
-    chunk_ = c;
-    return *this;
-  }
-
   /// Announces that a receive of n elements on the receive connection follows, before a send
   /// that the peer answers with its own send (an exchange, device/rec_doubling.h): on the host
   /// the proxy may then stage those steps as they arrive, so that neither side's send waits
@@ -100,38 +101,17 @@ class Primitives {
     allowStaging(recv_->fifo, ahead < end ? ahead : end);
   }
 
-  TCCL_HOST_DEVICE bool send(const T* src, size_t n) {
-    return op(TraceWhat::kSend, src, nullptr, n, false, true, false);
-  }
-  TCCL_HOST_DEVICE bool recv(T* dst, size_t n) {
-    return op(TraceWhat::kRecv, nullptr, dst, n, true, false, false);
-  }
-  TCCL_HOST_DEVICE bool copySend(const T* src, T* dst, size_t n) {
-    return op(TraceWhat::kCopySend, src, dst, n, false, true, false);
-  }
-  TCCL_HOST_DEVICE bool recvCopySend(T* dst, size_t n) {
-    return op(TraceWhat::kRecvCopySend, nullptr, dst, n, true, true, false);
-  }
-  TCCL_HOST_DEVICE bool recvReduceSend(const T* src, size_t n) {
-    return op(TraceWhat::kRecvReduceSend, src, nullptr, n, true, true, false);
-  }
-  TCCL_HOST_DEVICE bool recvReduceCopy(const T* src, T* dst, size_t n, bool postOp = false) {
-    return op(TraceWhat::kRecvReduceCopy, src, dst, n, true, false, postOp);
-  }
-  TCCL_HOST_DEVICE bool recvReduceCopySend(const T* src, T* dst, size_t n, bool postOp = false) {
-    return op(TraceWhat::kRecvReduceCopySend, src, dst, n, true, true, postOp);
-  }
-
   /// Writes the step counters back so the next operation on these connections continues
   /// where this one stopped. Returns the status (kWorkOk when every call succeeded).
   TCCL_HOST_DEVICE uint32_t finish() {
     be_.sync();  // every thread is done with its last slot before the steps move on
-    if (be_.leader()) {
-      if (recv_) recv_->step = recvStep_;
-      if (send_) send_->step = sendStep_;
-      if (recv2_) recv2_->step = recvStep2_;
-      if (send2_) send2_->step = sendStep2_;
-    }
+    // Every thread writes the same values: a thread that goes on to another primitives object
+    // on these connections in this kernel (the next collective of an item) reads its own
+    // write, where a write by the leader alone might not yet be visible to it.
+    if (recv_) recv_->step = recvStep_;
+    if (send_) send_->step = sendStep_;
+    if (recv2_) recv2_->step = recvStep2_;
+    if (send2_) send2_->step = sendStep2_;
     return status_;
   }
 
@@ -282,6 +262,7 @@ class Primitives {
       // Step 3: publish. The producer records the size, then moves tail (the backend fences so
       // the slot and size are visible first); the consumer frees the slot by moving head.
       if (doSend) {
+        cleanLL(send_, sendStep_);
         if (be_.leader()) send_->fifo->sizes[sendStep_ % kNSteps] = int64_t(m * sizeof(T));
         be_.post(&send_->fifo->tail, ++sendStep_, send_->gpuScope);
       }
@@ -293,6 +274,7 @@ class Primitives {
                    int64_t(m * sizeof(T)));
       }
       if (fanOut) {
+        cleanLL(send2_, sendStep2_);
         if (be_.leader()) send2_->fifo->sizes[sendStep2_ % kNSteps] = int64_t(m * sizeof(T));
         be_.post(&send2_->fifo->tail, ++sendStep2_, send2_->gpuScope);
       }
@@ -317,18 +299,7 @@ class Primitives {
   /// A record of this call or one of its steps, from t0 until now.
   TCCL_HOST_DEVICE TraceRecord record(TraceWhat what, uint64_t t0, uint64_t recvStep,
                                       uint64_t sendStep, int64_t bytes) {
-    TraceRecord r;
-    r.t0 = t0;
-    r.t1 = be_.traceNow();
-    r.recvStep = recvStep;
-    r.sendStep = sendStep;
-    r.bytes = bytes;
-    r.chunk = -1;
-    r.recvPeer = recvPeer_;
-    r.sendPeer = sendPeer_;
-    r.channel = channel_;
-    r.what = uint8_t(what);
-    return r;
+    return this->makeRecord(what, t0, be_.traceNow(), recvStep, sendStep, bytes);
   }
 
   TCCL_HOST_DEVICE void traceStep(TraceWhat what, uint64_t t0, uint64_t recvStep,
@@ -351,6 +322,14 @@ class Primitives {
     return false;
   }
 
+  /// Stage 5: the LL slots' flag-wrap cleanup (fifo.h) is due at certain step numbers,
+  /// whichever protocol the step uses; on a Simple step the whole LL slot gets the flag.
+  TCCL_HOST_DEVICE void cleanLL(ConnInfo* c, uint64_t step) {
+    if constexpr (Backend::kHasLL) {
+      if (c->llBuff && llCleanStep(step)) llCleanLines(llSlot(c, step), 0, kLLSlotLines, llFlag(step));
+    }
+  }
+
   Backend& be_;
   ConnInfo* recv_;
   ConnInfo* send_;
@@ -362,9 +341,7 @@ class Primitives {
   uint64_t recvStep2_ = 0;
   uint64_t sendStep2_ = 0;
   uint32_t status_ = kWorkOk;
-  // Step timeline only (set when tracing).
-  int32_t chunk_ = -1;
-  int16_t recvPeer_ = -1, sendPeer_ = -1, channel_ = 0;
+  // Step timeline only (set when tracing): the second connections' peers.
   int16_t recvPeer2_ = -1, sendPeer2_ = -1;
 };
 

@@ -27,7 +27,7 @@
  * NCCL counterpart: none (NCCL has no recursive doubling; its latency answer is the tree and
  * the LL protocols). MPICH's MPIR_Allreduce_intra_recursive_doubling and Open MPI's
  * ompi_coll_base_allreduce_intra_recursivedoubling are the models.
- * Added in: stage 3.
+ * Added in: stage 3; the primitives class as a template argument (Simple or LL) in stage 5.
  */
 #ifndef TCCL_DEVICE_REC_DOUBLING_H_
 #define TCCL_DEVICE_REC_DOUBLING_H_
@@ -47,10 +47,11 @@ TCCL_HOST_DEVICE inline int rdPow2(int n) {
 }
 
 /// One exchange on [off, off+len): src goes to the partner, theirs (+) src lands in out.
-template <typename T, typename F, class Backend>
+template <typename T, typename F, class Backend,
+          template <typename, typename, class> class Prims>
 TCCL_HOST_DEVICE uint32_t rdExchange(Backend& be, ConnInfo* send, ConnInfo* recv,
                                      const RingSlice& s, const T* src, T* out, F fn, bool last) {
-  Primitives<T, F, Backend> prims(be, recv, send, fn);
+  Prims<T, F, Backend> prims(be, recv, send, fn);
   for (size_t off = s.begin; off < s.end; off += s.chunk) {
     const size_t len = minSize(s.chunk, s.end - off);
     prims.prepostRecv(len);  // the partner's half of the exchange may arrive while we send
@@ -60,7 +61,8 @@ TCCL_HOST_DEVICE uint32_t rdExchange(Backend& be, ConnInfo* send, ConnInfo* recv
   return prims.finish();
 }
 
-template <typename T, typename Fn, class Backend>
+template <typename T, typename Fn, class Backend,
+          template <typename, typename, class> class Prims = Primitives>
 TCCL_HOST_DEVICE uint32_t recDoublingAllReduce(Backend& be, const WorkBatch& b,
                                                const WorkItem& it, const RingSlice& s,
                                                const T* in, T* out, Fn fn) {
@@ -71,7 +73,7 @@ TCCL_HOST_DEVICE uint32_t recDoublingAllReduce(Backend& be, const WorkBatch& b,
   // >>> exercise 3.3: recursive doubling
   if (r < 2 * extra && r % 2 == 0) {
     // Folded: hand the input to r+1 (pre() applied on the way), then take the result back.
-    Primitives<T, Fn, Backend> prims(be, c[1], c[0], fn);
+    Prims<T, Fn, Backend> prims(be, c[1], c[0], fn);
     for (size_t off = s.begin; off < s.end; off += s.chunk) {
       prims.send(in + off, minSize(s.chunk, s.end - off));
     }
@@ -84,7 +86,7 @@ TCCL_HOST_DEVICE uint32_t recDoublingAllReduce(Backend& be, const WorkBatch& b,
   bool partial = false;  // src has been through pre() (in place, src == in says nothing)
   if (r < 2 * extra) {
     // Odd folding rank: out = mine (+) my even neighbour's.
-    Primitives<T, Fn, Backend> prims(be, c[1], nullptr, fn);
+    Prims<T, Fn, Backend> prims(be, c[1], nullptr, fn);
     for (size_t off = s.begin; off < s.end; off += s.chunk) {
       prims.recvReduceCopy(in + off, out + off, minSize(s.chunk, s.end - off), steps == 0);
     }
@@ -95,15 +97,15 @@ TCCL_HOST_DEVICE uint32_t recDoublingAllReduce(Backend& be, const WorkBatch& b,
   for (int j = 0; j < steps && st == kWorkOk; j++) {
     const bool last = j == steps - 1;
     // The first combination applies pre() to our input; later ones continue a partial result.
-    st = rdExchange<T>(be, c[2 + 2 * j], c[3 + 2 * j], s, src, out, partial ? chained(fn) : fn,
-                       last);
+    st = rdExchange<T, Fn, Backend, Prims>(be, c[2 + 2 * j], c[3 + 2 * j], s, src, out,
+                                          partial ? chained(fn) : fn, last);
     src = out;
     partial = true;
   }
   if (st == kWorkOk && r < 2 * extra) {
     // Give the folded neighbour its result.
     // (chained: a result must not go through pre() again on its way out.)
-    Primitives<T, Fn, Backend> prims(be, nullptr, c[0], chained(fn));
+    Prims<T, Fn, Backend> prims(be, nullptr, c[0], chained(fn));
     for (size_t off = s.begin; off < s.end; off += s.chunk) {
       prims.send(out + off, minSize(s.chunk, s.end - off));
     }

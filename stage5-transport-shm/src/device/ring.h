@@ -22,6 +22,10 @@
  * at most chunkBytes; a primitive call cuts its chunk into FIFO steps, so rank r+1 forwards the
  * first step of a chunk while rank r is still sending the rest.
  *
+ * Protocols (stage 5): each loop takes the primitives class as a template argument, Simple's
+ * Primitives by default or LL's PrimitivesLL (device/prims_ll.h): the algorithm is the same
+ * sequence of calls whatever carries the steps.
+ *
  * Invariants: the chunk sizes are a function of (count, channel, loop, chunk index) only, so
  * the sender of a chunk and its receiver agree on every size; zero-size chunks (counts smaller
  * than the ring) move nothing on either side; the rank's own input enters through the
@@ -29,7 +33,7 @@
  *
  * NCCL counterpart: src/device/all_reduce.h, all_gather.h, reduce_scatter.h, broadcast.h,
  * reduce.h (runRing).
- * Added in: stage 2.
+ * Added in: stage 2; the primitives class as a template argument in stage 5.
  */
 #ifndef TCCL_DEVICE_RING_H_
 #define TCCL_DEVICE_RING_H_
@@ -89,10 +93,11 @@ TCCL_HOST_DEVICE inline RingLoop ringLoop(const RingSlice& s, size_t base) {
   return l;
 }
 
-template <typename T, typename Fn, class Backend>
+template <typename T, typename Fn, class Backend,
+          template <typename, typename, class> class Prims = Primitives>
 TCCL_HOST_DEVICE uint32_t ringAllReduce(Backend& be, const WorkItem& it, const RingSlice& s,
                                         const T* in, T* out, Fn fn) {
-  Primitives<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
+  Prims<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
   const int r = s.rank, n = s.nranks;
   for (size_t base = s.begin; base < s.end; base += size_t(n) * s.chunk) {
     RingLoop l = ringLoop(s, base);
@@ -124,10 +129,11 @@ TCCL_HOST_DEVICE uint32_t ringAllReduce(Backend& be, const WorkItem& it, const R
 }
 
 /// count: elements per rank; in holds n blocks of count, out one.
-template <typename T, typename Fn, class Backend>
+template <typename T, typename Fn, class Backend,
+          template <typename, typename, class> class Prims = Primitives>
 TCCL_HOST_DEVICE uint32_t ringReduceScatter(Backend& be, const WorkItem& it, const RingSlice& s,
                                             size_t count, const T* in, T* out, Fn fn) {
-  Primitives<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
+  Prims<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
   const int r = s.rank, n = s.nranks;
   for (size_t off = s.begin; off < s.end; off += s.chunk) {
     const size_t len = minSize(s.chunk, s.end - off);
@@ -145,10 +151,11 @@ TCCL_HOST_DEVICE uint32_t ringReduceScatter(Backend& be, const WorkItem& it, con
 }
 
 /// count: elements per rank; out holds n blocks of count, in one.
-template <typename T, typename Fn, class Backend>
+template <typename T, typename Fn, class Backend,
+          template <typename, typename, class> class Prims = Primitives>
 TCCL_HOST_DEVICE uint32_t ringAllGather(Backend& be, const WorkItem& it, const RingSlice& s,
                                         size_t count, const T* in, T* out, Fn fn) {
-  Primitives<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
+  Prims<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
   const int r = s.rank, n = s.nranks;
   // >>> exercise 2.1: the ring all-gather loop
   for (size_t off = s.begin; off < s.end; off += s.chunk) {
@@ -168,10 +175,11 @@ TCCL_HOST_DEVICE uint32_t ringAllGather(Backend& be, const WorkItem& it, const R
 }
 
 /// A chain around the ring from the root: root -> root+1 -> ... -> root-1.
-template <typename T, typename Fn, class Backend>
+template <typename T, typename Fn, class Backend,
+          template <typename, typename, class> class Prims = Primitives>
 TCCL_HOST_DEVICE uint32_t ringBroadcast(Backend& be, const WorkItem& it, const RingSlice& s,
                                         int root, const T* in, T* out, Fn fn) {
-  Primitives<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
+  Prims<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
   const int r = s.rank;
   const bool last = s.mod(r + 1) == root;  // the chain ends before it wraps to the root
   for (size_t off = s.begin; off < s.end; off += s.chunk) {
@@ -188,10 +196,11 @@ TCCL_HOST_DEVICE uint32_t ringBroadcast(Backend& be, const WorkItem& it, const R
 }
 
 /// A chain around the ring ending at the root: root+1 -> ... -> root.
-template <typename T, typename Fn, class Backend>
+template <typename T, typename Fn, class Backend,
+          template <typename, typename, class> class Prims = Primitives>
 TCCL_HOST_DEVICE uint32_t ringReduce(Backend& be, const WorkItem& it, const RingSlice& s,
                                      int root, const T* in, T* out, Fn fn) {
-  Primitives<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
+  Prims<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
   const int r = s.rank;
   const bool first = s.mod(root + 1) == r;
   for (size_t off = s.begin; off < s.end; off += s.chunk) {

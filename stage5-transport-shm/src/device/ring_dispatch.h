@@ -10,10 +10,14 @@
  * channel's share; an item whose channel is beyond the elem's channel count skips the elem on
  * every rank alike.
  *
+ * Stage 5: on the GPU, the ring and recursive-doubling collectives also come in the LL
+ * protocol's flavour (device/prims_ll.h), picked by the elem's proto; the host executor has
+ * Simple only (Backend::kHasLL), so it never instantiates LL code.
+ *
  * NCCL counterpart: src/device/generate.py and the ncclDevFuncTable (one function per
  * collective x op x type x algorithm x protocol).
  * Added in: stage 2; the tree and recursive-doubling cases in stage 3; the GPU's per-type
- * translation units in stage 5.
+ * translation units and the LL protocol in stage 5.
  */
 #ifndef TCCL_DEVICE_RING_DISPATCH_H_
 #define TCCL_DEVICE_RING_DISPATCH_H_
@@ -22,6 +26,7 @@
 #include <type_traits>
 
 #include "device/float16.h"
+#include "device/prims_ll.h"
 #include "device/rec_doubling.h"
 #include "device/reduce_op.h"
 #include "device/ring.h"
@@ -36,6 +41,22 @@ TCCL_HOST_DEVICE inline T redOpScalar(const WorkElem& e) {
   T v;
   memcpy(&v, &e.redOpArg, sizeof(T));
   return v;
+}
+
+/// The reducing ring collectives on one protocol's primitives (stage 5: Simple or LL).
+template <template <typename, typename, class> class Prims, typename T, typename Fn, class Backend>
+TCCL_HOST_DEVICE uint32_t runRingReducing(Backend& be, const WorkElem& e, const WorkItem& it,
+                                          const RingSlice& s, const T* in, T* out, Fn fn) {
+  switch (e.func) {
+    case WorkFunc::kAllReduce:
+      return ringAllReduce<T, Fn, Backend, Prims>(be, it, s, in, out, fn);
+    case WorkFunc::kReduceScatter:
+      return ringReduceScatter<T, Fn, Backend, Prims>(be, it, s, size_t(e.count), in, out, fn);
+    case WorkFunc::kReduce:
+      return ringReduce<T, Fn, Backend, Prims>(be, it, s, e.root, in, out, fn);
+    default:
+      return kWorkOk;
+  }
 }
 
 template <typename T, typename Fn, class Backend>
@@ -54,21 +75,20 @@ TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runReducing(Backend& be, const WorkBatch
     case WorkKind::kRing:
       break;
     case WorkKind::kRecDoubling:
+      if constexpr (Backend::kHasLL) {  // stage 5: kernels run LL where the planner chose it
+        if (e.proto == kProtoLL) {
+          return recDoublingAllReduce<T, Fn, Backend, PrimitivesLL>(be, b, it, s, in, out, fn);
+        }
+      }
       return recDoublingAllReduce<T>(be, b, it, s, in, out, fn);
     default:  // a tree item: all-reduce on its half, or Reduce up the rooted tree
       if (e.func == WorkFunc::kAllReduce) return treeAllReduce<T>(be, b, it, s, in, out, fn);
       return treeUp<T>(be, b, it, s, in, out, fn, /*turnAround=*/false);
   }
-  switch (e.func) {
-    case WorkFunc::kAllReduce:
-      return ringAllReduce<T>(be, it, s, in, out, fn);
-    case WorkFunc::kReduceScatter:
-      return ringReduceScatter<T>(be, it, s, size_t(e.count), in, out, fn);
-    case WorkFunc::kReduce:
-      return ringReduce<T>(be, it, s, e.root, in, out, fn);
-    default:
-      return kWorkOk;
+  if constexpr (Backend::kHasLL) {
+    if (e.proto == kProtoLL) return runRingReducing<PrimitivesLL>(be, e, it, s, in, out, fn);
   }
+  return runRingReducing<Primitives>(be, e, it, s, in, out, fn);
 }
 
 template <typename T, class Backend>
@@ -112,6 +132,15 @@ TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runCopying(Backend& be, const WorkBatch&
     return kWorkOk;
   }
   if (it.kind != WorkKind::kRing) return treeDown<Bytes>(be, b, it, s, in, out, copy);  // stage 3
+  if constexpr (Backend::kHasLL) {  // stage 5
+    if (e.proto == kProtoLL) {
+      using Fn = FuncCopy<Bytes>;
+      if (e.func == WorkFunc::kBroadcast) {
+        return ringBroadcast<Bytes, Fn, Backend, PrimitivesLL>(be, it, s, e.root, in, out, copy);
+      }
+      return ringAllGather<Bytes, Fn, Backend, PrimitivesLL>(be, it, s, bytes, in, out, copy);
+    }
+  }
   if (e.func == WorkFunc::kBroadcast) return ringBroadcast<Bytes>(be, it, s, e.root, in, out, copy);
   return ringAllGather<Bytes>(be, it, s, bytes, in, out, copy);
 }

@@ -16,7 +16,7 @@
  *
  * NCCL counterpart: src/include/device.h (ncclDevWorkP2p, ncclDevWorkColl, ncclDevKernelArgs).
  * Added in: stage 1 (p2p); stage 2 adds the collectives and the ring item kind; stage 3 the
- * tree and recursive-doubling kinds and the conns table.
+ * tree and recursive-doubling kinds and the conns table; stage 5 the protocol.
  */
 #ifndef TCCL_DEVICE_WORK_H_
 #define TCCL_DEVICE_WORK_H_
@@ -58,11 +58,16 @@ enum class WorkKind : uint8_t {
   kRecDoubling,  // exchanges with partners at distance 1, 2, 4, ... (device/rec_doubling.h)
 };
 
+/// The protocol an elem's steps use (stage 5): Simple (FIFO slots, tail and a fence per step)
+/// or LL (flagged lines, no fence: device/prims_ll.h), as NCCL_PROTO_SIMPLE / NCCL_PROTO_LL.
+enum WorkProto : uint8_t { kProtoSimple = 0, kProtoLL = 1 };
+
 /// One operation.
 struct WorkElem {
   WorkFunc func;
   uint8_t dtype;   // tcclDataType_t (collectives; p2p moves bytes)
   uint8_t redOp;   // DevRedOp (collectives)
+  uint8_t proto;   // WorkProto (stage 5; kernels only: host executors run Simple)
   int32_t root;    // collectives with a root
   const void* sendbuff;
   void* recvbuff;
@@ -98,6 +103,7 @@ enum WorkStatus : uint32_t {
   kWorkSizeMismatch = 2,  // the sender's step size differs from what the receiver expected
   kWorkPeerClosed = 3,    // the peer closed the connection while we still expected data
   kWorkBadOp = 4,         // a reduction this element type does not have (a planner bug)
+  kWorkBadProto = 5,      // an LL step on a connection without LL slots (a planner bug; stage 5)
 };
 
 constexpr int kMaxWorkItems = 128;

@@ -33,8 +33,6 @@ struct P2pResources : ConnectorResources {
 
 P2pResources& res(Connector& c) { return *static_cast<P2pResources*>(c.resources.get()); }
 
-size_t blockBytes(uint64_t stepBytes) { return kFifoHeaderBytes + kNSteps * stepBytes; }
-
 }  // namespace
 
 bool P2pTransport::canConnect(const tcclComm& comm, const PeerInfo& peer, bool forDevice) const {
@@ -57,7 +55,7 @@ tcclResult_t P2pRecvComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info)
   TCCL_CHECK(allocConnInfo(c));
   c.resources = std::make_unique<P2pResources>();
   P2pResources& r = res(c);
-  TCCL_CHECK(deviceCalloc(&r.block, blockBytes(c.conn->stepBytes)));
+  TCCL_CHECK(deviceCalloc(&r.block, fifoBlockBytes(c.conn->stepBytes, /*withLL=*/true)));
   r.owned = true;
   P2pRecvInfo mine{};
   TCCL_CHECK(ipcExport(r.block, &mine.handle));

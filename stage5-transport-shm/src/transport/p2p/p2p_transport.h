@@ -76,6 +76,7 @@ class P2pRecvComm : public TransportComm {
 class P2pTransport : public Transport {
  public:
   const char* name() const override { return "P2P/IPC"; }
+  bool hasLL() const override { return true; }
   /// A connector for kernels, both ranks on one host with a GPU each, and our GPU can write
   /// into the peer's (the same GPU, or peer access); TCCL_P2P_DISABLE unset.
   bool canConnect(const tcclComm& comm, const PeerInfo& peer, bool forDevice) const override;

@@ -56,7 +56,9 @@ tcclResult_t attachSegment(tcclComm& comm, Connector& c, pid_t peerPid) {
 
 }  // namespace
 
-size_t shmSegmentBytes(uint64_t stepBytes) { return kFifoHeaderBytes + kNSteps * stepBytes; }
+size_t shmSegmentBytes(uint64_t stepBytes, bool forDevice) {
+  return fifoBlockBytes(stepBytes, /*withLL=*/forDevice);
+}
 
 bool ShmTransport::canConnect(const tcclComm& comm, const PeerInfo& peer, bool) const {
   // Same host: same hostHash (bootstrap's host identity). Two processes on one host share
@@ -71,7 +73,7 @@ tcclResult_t ShmSendComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info)
   c.resources = std::make_unique<ShmResources>();
   char what[64];
   snprintf(what, sizeof(what), "tccl-fifo-%d-to-%d-ch%d", comm.rank, c.peer, c.channel);
-  const size_t bytes = shmSegmentBytes(c.conn->stepBytes);
+  const size_t bytes = shmSegmentBytes(c.conn->stepBytes, c.forDevice);
   TCCL_CHECK(shmCreate(bytes, what, &res(c).segment));
   ShmSendInfo mine{c.conn->stepBytes, bytes, comm.rank, 0};
   packInfo(TransportId::kShm, mine, info);
@@ -119,7 +121,7 @@ tcclResult_t ShmRecvComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info)
 tcclResult_t ShmRecvComm::connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) {
   ShmSendInfo peer;
   TCCL_CHECK(unpackInfo(TransportId::kShm, peerInfo, &peer));
-  const size_t want = shmSegmentBytes(c.conn->stepBytes);
+  const size_t want = shmSegmentBytes(c.conn->stepBytes, c.forDevice);
   if (peer.stepBytes != c.conn->stepBytes || peer.segmentBytes != want || peer.rank != c.peer) {
     TCCL_WARN("SHM connection info from rank %d does not match (step %llu bytes, ours %llu)",
               peer.rank, (unsigned long long)peer.stepBytes, (unsigned long long)c.conn->stepBytes);

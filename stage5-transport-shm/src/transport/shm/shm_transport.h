@@ -76,6 +76,7 @@ class ShmRecvComm : public TransportComm {
 class ShmTransport : public Transport {
  public:
   const char* name() const override { return "SHM"; }
+  bool hasLL() const override { return true; }
   /// Same host (and TCCL_SHM_DISABLE unset).
   bool canConnect(const tcclComm& comm, const PeerInfo& peer, bool forDevice) const override;
   TransportComm& send() override { return send_; }
@@ -86,8 +87,9 @@ class ShmTransport : public Transport {
   ShmRecvComm recv_;
 };
 
-/// Bytes of a FIFO segment: the counters' page, then kNSteps slots.
-size_t shmSegmentBytes(uint64_t stepBytes);
+/// Bytes of a FIFO segment: the counters' page, then kNSteps slots, then (for a connector that
+/// serves kernels) the LL slots.
+size_t shmSegmentBytes(uint64_t stepBytes, bool forDevice);
 
 }  // namespace tccl
 

@@ -1,0 +1,98 @@
+/*
+ * tests/shm/proto_choice_test.cc: TCCL_PROTO and the protocol half of the cost model's choice,
+ * without communication.
+ *
+ * What it is: unit tests of chapter 5's planning of the LL protocol, compiled from the stage's
+ * tuning.cc: TCCL_PROTO parsing (lists, ^, per-collective sections, NCCL's LL128, errors), and
+ * the choice -- Simple everywhere LL cannot run, LL for small messages and Simple for large
+ * ones where it can, nothing when TCCL_ALGO and TCCL_PROTO together leave nothing.
+ *
+ * Invariants: no sockets, no MPI, no GPU.
+ * NCCL counterpart: none (NCCL's NCCL_PROTO parsing has no unit test).
+ * Added in: stage 5.
+ */
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tuning.h"
+
+namespace tccl {
+namespace {
+
+const int kAR = 0, kAG = 1, kBC = 3;  // collIndex of the collectives used below
+
+AlgoMask parsed(const std::string& value) {
+  AlgoMask m;
+  std::string why;
+  EXPECT_EQ(parseAlgoList(value, &m, &why), tcclSuccess) << value << ": " << why;
+  return m;
+}
+
+ProtoMask parsedProto(const std::string& value) {
+  ProtoMask m;
+  std::string why;
+  EXPECT_EQ(parseProtoList(value, &m, &why), tcclSuccess) << value << ": " << why;
+  return m;
+}
+
+TEST(ProtoList, ListsExclusionsSectionsAndErrors) {
+  ProtoMask m = parsedProto("");
+  for (auto& row : m.allowed) EXPECT_TRUE(row[kProtoSimple] && row[kProtoLL]);
+  m = parsedProto("LL");
+  EXPECT_TRUE(m.allowed[kAR][kProtoLL]);
+  EXPECT_FALSE(m.allowed[kAR][kProtoSimple]);
+  m = parsedProto("^ll");
+  EXPECT_FALSE(m.allowed[kBC][kProtoLL]);
+  EXPECT_TRUE(m.allowed[kBC][kProtoSimple]);
+  m = parsedProto("allreduce:ll;broadcast:simple");
+  EXPECT_FALSE(m.allowed[kAR][kProtoSimple]);
+  EXPECT_FALSE(m.allowed[kBC][kProtoLL]);
+  EXPECT_TRUE(m.allowed[kAG][kProtoLL] && m.allowed[kAG][kProtoSimple]);
+  m = parsedProto("LL128,Simple");  // NCCL's LL128: accepted, never chosen
+  EXPECT_TRUE(m.allowed[kAR][kProtoSimple]);
+  EXPECT_FALSE(m.allowed[kAR][kProtoLL]);
+  for (const char* bad : {"bogus", "ll,", "allreduce:fast", "tree"}) {
+    std::string why;
+    EXPECT_EQ(parseProtoList(bad, &m, &why), tcclInvalidArgument) << bad;
+    EXPECT_FALSE(why.empty()) << bad;
+  }
+}
+
+TEST(CostModel, ProtocolChoice) {
+  int proto = -1;
+  auto pick = [&](WorkFunc f, int n, size_t bytes, bool ll, const std::string& algos = "",
+                  const std::string& protos = "") {
+    return chooseAlgorithm(parsed(algos), parsedProto(protos), f, n, bytes, /*onDevice=*/true, ll,
+                           &proto, nullptr, 0);
+  };
+  // Without LL (host buffers, a peer over the network) every choice is Simple.
+  for (size_t bytes : {size_t(8), size_t(64) << 20}) {
+    EXPECT_GE(pick(WorkFunc::kAllReduce, 4, bytes, false), 0);
+    EXPECT_EQ(proto, int(kProtoSimple)) << bytes;
+  }
+  // With it, small messages take LL and large ones Simple: its flags halve the bandwidth.
+  for (int n : {2, 4, 5}) {
+    EXPECT_GE(pick(WorkFunc::kAllReduce, n, 8, true), 0);
+    EXPECT_EQ(proto, int(kProtoLL)) << n << " ranks, 8 B";
+    EXPECT_GE(pick(WorkFunc::kAllReduce, n, size_t(256) << 20, true), 0);
+    EXPECT_EQ(proto, int(kProtoSimple)) << n << " ranks, 256 MiB";
+    EXPECT_GE(pick(WorkFunc::kAllGather, n, 8, true), 0);
+    EXPECT_EQ(proto, int(kProtoLL)) << n << " ranks, all-gather 8 B";
+  }
+  // The trees have no LL: forced together, nothing is left.
+  EXPECT_EQ(pick(WorkFunc::kAllReduce, 4, 8, true, "tree", "ll"), -1);
+  EXPECT_EQ(pick(WorkFunc::kAllReduce, 4, 8, true, "tree"), int(kAlgoTree));
+  EXPECT_EQ(proto, int(kProtoSimple));
+  // TCCL_PROTO=LL where LL cannot run: nothing is left either.
+  EXPECT_EQ(pick(WorkFunc::kAllReduce, 4, 8, false, "", "ll"), -1);
+  // Forcing LL wins over the model at any size.
+  EXPECT_EQ(pick(WorkFunc::kAllReduce, 4, size_t(256) << 20, true, "ring", "ll"), int(kAlgoRing));
+  EXPECT_EQ(proto, int(kProtoLL));
+  // One rank: a local copy, Simple.
+  EXPECT_EQ(pick(WorkFunc::kAllReduce, 1, 8, true), int(kAlgoRing));
+  EXPECT_EQ(proto, int(kProtoSimple));
+}
+
+}  // namespace
+}  // namespace tccl
