@@ -181,6 +181,7 @@ tcclResult_t planTree(tcclComm* comm, CommPlan& plan) {
   std::map<ShapeKey, size_t> index;
   for (const CollTask& t : plan.tasks->colls) {
     if (t.algo == kAlgoRing) continue;
+    if (t.count == 0) continue;  // stage 5: nothing moves, nothing runs (plan_ring.cc)
     WorkElem e;
     TCCL_CHECK(makeCollElem(t, plan.onDevice, &e));
     // The double tree cuts all-reduce in two halves, one per tree; the others run whole.

@@ -52,7 +52,39 @@ __global__ void tcclClockKernel(volatile uint64_t* now, const volatile uint32_t*
   }
 }
 
+/// Stage 5: a rank's small copies to itself (one-rank collectives, sends to oneself), in one
+/// launch, one block each. Below kKernelCopyMaxBytes a kernel launch costs the host less than
+/// the copy engine's cudaMemcpyAsync, and moves a few KiB in about a microsecond.
+constexpr size_t kKernelCopyMaxBytes = 64 << 10;
+struct KernelCopies {
+  static constexpr int kMax = 16;
+  int32_t n;
+  struct {
+    const uint8_t* src;
+    uint8_t* dst;
+    uint64_t bytes;
+  } c[kMax];
+};
+
+__global__ void __launch_bounds__(kThreads) tcclCopyKernel(const __grid_constant__ KernelCopies k) {
+  const auto& c = k.c[blockIdx.x];
+  reduceCopyBlock<uint8_t>(nullptr, c.src, c.dst, nullptr, c.bytes, FuncCopy<uint8_t>(), false);
+}
+
 namespace {
+/// Launches the copies a KernelCopies holds, and empties it.
+tcclResult_t flushKernelCopies(KernelCopies& k, cudaStream_t stream) {
+  if (k.n == 0) return tcclSuccess;
+  tcclCopyKernel<<<k.n, kThreads, 0, stream>>>(k);
+  k.n = 0;
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    TCCL_WARN("copy kernel launch failed: %s", cudaGetErrorString(err));
+    return tcclUnhandledCudaError;
+  }
+  return tcclSuccess;
+}
+
 // Runs on a CUDA host thread once the kernel has finished: its step records are collected,
 // and the proxy may go back to sleeping.
 void CUDART_CB kernelDone(void* arg) {
@@ -130,14 +162,23 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
   if (comm->haveLaunched && !capturing && !(comm->lastStreamKnown && sid == comm->lastStreamId)) {
     TCCL_CHECK(streamWaitEvent(stream, comm->lastLaunch));
   }
+  KernelCopies small{};
   for (const DeviceCopy& c : copies) {
-    // A rank's copy to itself (stage 5): the copy engine, at the device's rate.
+    // A rank's copy to itself (stage 5): a kernel when it is small, else the copy engine, at
+    // the device's rate.
+    if (c.bytes <= kKernelCopyMaxBytes) {
+      small.c[small.n++] = {static_cast<const uint8_t*>(c.src), static_cast<uint8_t*>(c.dst),
+                            c.bytes};
+      if (small.n == KernelCopies::kMax) TCCL_CHECK(flushKernelCopies(small, stream));
+      continue;
+    }
     cudaError_t err = cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, stream);
     if (err != cudaSuccess) {
       TCCL_WARN("cudaMemcpyAsync of %zu bytes failed: %s", c.bytes, cudaGetErrorString(err));
       return tcclUnhandledCudaError;
     }
   }
+  TCCL_CHECK(flushKernelCopies(small, stream));
   // Stage 5: the kernels to launch -- the base kernel, or one per element type of the
   // batch's reducing collectives, in type order (the same on every rank).
   using Kernel = void (*)(WorkBatch, bool);
