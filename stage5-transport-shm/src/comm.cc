@@ -29,6 +29,7 @@
 
 #include "executor.h"
 #include "fiber.h"
+#include "plan.h"
 #include "proxy.h"
 #include "transport/shm/peer_watch.h"
 #include "trace.h"
@@ -73,7 +74,10 @@ tcclResult_t tcclComm::checkAsyncError() {
   if (err == tcclSuccess && devStatus != nullptr) {
     for (int i = 0; i < tccl::kMaxWorkItems; i++) {
       if (devStatus[i] != tccl::kWorkOk) {
-        err = tccl::kWorkSizeMismatch == devStatus[i] ? tcclInvalidUsage : tcclRemoteError;
+        const uint32_t st = devStatus[i];
+        err = st == tccl::kWorkSizeMismatch ? tcclInvalidUsage : tcclRemoteError;
+        // (Stage 5: a reduction or a protocol the kernel lacks is tccl's bug, not a peer's.)
+        if (st == tccl::kWorkBadOp || st == tccl::kWorkBadProto) err = tcclInternalError;
         break;
       }
     }
@@ -138,6 +142,13 @@ static tcclResult_t checkPeers(tcclComm* comm) {
                 p.rank);
       return tcclInvalidUsage;
     }
+    // Stage 5: both ends of a send/recv choose its protocol from its size and this knob.
+    if (p.p2pLLThreshold != me.p2pLLThreshold) {
+      TCCL_WARN("TCCL_P2P_LL_THRESHOLD differs: %lld on rank %d, %lld on rank %d (it must be "
+                "the same everywhere)", (long long)me.p2pLLThreshold, comm->rank,
+                (long long)p.p2pLLThreshold, p.rank);
+      return tcclInvalidUsage;
+    }
   }
   return tcclSuccess;
 }
@@ -166,6 +177,7 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   me.stage = TCCL_STAGE;
   me.buffSize = uint64_t(tcclParamBuffSize());
   me.trace = traceEnabled() ? 1 : 0;
+  me.p2pLLThreshold = tcclParamP2pLLThreshold();
   cudaBusId(comm->cudaDev, me.busId, sizeof(me.busId));
   TCCL_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   TCCL_CHECK(checkPeers(comm));

@@ -54,6 +54,7 @@ struct PeerInfo {
   int32_t stage;        // TCCL_STAGE of the library: all ranks must run the same chapter
   uint64_t buffSize;    // TCCL_BUFFSIZE: all ranks must agree (FIFO steps must line up)
   int32_t trace;        // TCCL_TRACE_FILE is set: every rank then helps measure clock offsets
+  int64_t p2pLLThreshold;  // TCCL_P2P_LL_THRESHOLD: all ranks must agree (stage 5)
   char busId[32];
 };
 

@@ -208,6 +208,9 @@ tcclResult_t workStatusResult(uint32_t status, const WorkItem& item) {
     case kWorkBadOp:
       TCCL_WARN("reduction not available for this element type");
       return tcclInternalError;
+    case kWorkBadProto:  // stage 5: kernels only; here for completeness
+      TCCL_WARN("an LL step on a connection without LL slots (a planner bug)");
+      return tcclInternalError;
     default:
       TCCL_WARN("unknown executor status %u", status);
       return tcclInternalError;

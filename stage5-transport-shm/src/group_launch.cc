@@ -38,7 +38,9 @@ namespace tccl {
 
 namespace {
 
-tcclResult_t classifyMemory(tcclComm* comm, const CommTasks& t, bool* onDevice) {
+/// *onDevice: the group's buffers are in GPU memory; *moves (stage 5): any operation of the
+/// group moves a byte at all (one without bytes has no buffer to classify).
+tcclResult_t classifyMemory(tcclComm* comm, const CommTasks& t, bool* onDevice, bool* moves) {
   bool anyHost = false, anyDevice = false;
   for (const P2pTask& p : t.p2p) {
     if (p.bytes == 0) continue;
@@ -59,6 +61,7 @@ tcclResult_t classifyMemory(tcclComm* comm, const CommTasks& t, bool* onDevice) 
     return tcclInvalidUsage;
   }
   *onDevice = anyDevice;
+  *moves = anyDevice || anyHost;
   return tcclSuccess;
 }
 
@@ -78,13 +81,6 @@ WorkElem p2pElem(WorkFunc f, const void* src, void* dst, size_t bytes) {
 // channel (each would cost a host thread). Every rank must use the same value.
 TCCL_PARAM(MaxP2pNChannels, "MAX_P2P_NCHANNELS", 4)
 constexpr size_t kP2pChannelBytes = 512 << 10;  // at least this much per piece
-// Stage 5: a message of at most this many bytes goes by the LL protocol when the communicator
-// has it (comm->llAvailable), as NCCL_P2P_LL_THRESHOLD (NCCL's default is 16 KiB; measured on
-// the H100 with 2 and 4 ranks under MPS, LL is still 1-3 us faster at 32 KiB and slower at
-// 128 KiB); 0 turns LL off for send/recv. Both ends see the same byte count, so they choose
-// alike. (TCCL_PROTO governs collectives only, as NCCL_PROTO does.) Every rank must use the
-// same value.
-TCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 32768)
 
 int p2pPieces(size_t bytes, bool onDevice) {
   if (!onDevice) return 1;
@@ -289,11 +285,13 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
     setLogRank(comm->rank);
     TCCL_CHECK(comm->checkAsyncError());
     plans[i].tasks = &comms[i];
-    TCCL_CHECK(classifyMemory(comm, comms[i], &plans[i].onDevice));
+    bool moves = false;
+    TCCL_CHECK(classifyMemory(comm, comms[i], &plans[i].onDevice, &moves));
     // Stage 5: device work may be captured into a CUDA graph (kernel.cu says what changes);
-    // host buffers cannot be (host threads move them now, not at each replay).
+    // host buffers cannot be (host threads move them now, not at each replay). A group that
+    // moves nothing runs nothing, and may be captured.
     if (comm->cudaDev >= 0) TCCL_CHECK(streamIsCapturing(comms[i].stream, &plans[i].capturing));
-    if (plans[i].capturing && !plans[i].onDevice) {
+    if (plans[i].capturing && !plans[i].onDevice && moves) {
       TCCL_WARN("host buffers cannot be captured in a CUDA graph (host threads move them when "
                 "the call is made, not when the graph runs): use device buffers");
       return tcclInvalidUsage;

@@ -25,11 +25,20 @@
 #include "group.h"
 #include "transport.h"
 
+// Stage 5: a message of at most this many bytes goes by the LL protocol when the communicator
+// has it (comm->llAvailable), as NCCL_P2P_LL_THRESHOLD (NCCL's default is 16 KiB; measured on
+// the H100 with 2 and 4 ranks under MPS, LL is still 1-3 us faster at 32 KiB and slower at
+// 128 KiB); 0 turns LL off for send/recv. Both ends see the same byte count, so they choose
+// alike. (TCCL_PROTO governs collectives only, as NCCL_PROTO does.) Every rank must use the
+// same value (checked at init).
+TCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 32768)
+
 namespace tccl {
 
 /// A rank's copy to itself on the GPU (stage 5): a one-rank collective, or a send to oneself
-/// matched with a receive from oneself. The GPU executor hands it to the copy engine
-/// (cudaMemcpyAsync), which copies at the device's full rate; a thread block does not.
+/// matched with a receive from oneself. The GPU executor hands a large one to the copy engine
+/// (cudaMemcpyAsync), which copies at the device's full rate, where a thread block does not,
+/// and a small one to a copy kernel, whose launch costs the host less (device/kernel.cu).
 struct DeviceCopy {
   const void* src;
   void* dst;

@@ -117,11 +117,14 @@ struct DeviceBackend {
     __shared__ uint32_t word;
     return word;
   }
-  /// Polls one line until its flags equal `flag`, looking at the abort flag and at `closed`
-  /// every kSpinsPerCheck polls, and at the stop word at every poll (a shared-memory read).
-  /// Returns false, with the stop word raised, when it gave up.
-  __device__ bool llWaitLine(const LLLine* line, uint32_t flag, const uint32_t* closed,
-                             uint64_t* data) const {
+  /// Polls one line of step `step` of `fifo` until its flags equal `flag`, looking at the
+  /// abort flag, at `closed` and at `tail` every kSpinsPerCheck polls, and at the stop word at
+  /// every poll (a shared-memory read). Returns false, with the stop word raised, when it gave
+  /// up. A `tail` past `step` with the line still missing means the producer sent this step
+  /// on Simple: the two ends chose different protocols, which only a send and a receive of
+  /// different sizes can cause (kWorkSizeMismatch, as Simple's size check reports).
+  __device__ bool llWaitLine(const LLLine* line, uint32_t flag, const ConnFifo* fifo,
+                             uint64_t step, uint64_t* data) const {
     int spins = 0;
     while (!llLoadLine(line, flag, data)) {
       if (stopWord() != 0) return false;
@@ -131,7 +134,18 @@ struct DeviceBackend {
         stopWord() = kWorkAborted;
         return false;
       }
-      if (*reinterpret_cast<const volatile uint32_t*>(closed) != 0) {
+      // Acquire: a later Simple step of the producer (a legitimate mix of protocols) moves
+      // tail past `step` too, and orders this step's lines before it; so the line, read again
+      // after the acquire, is there unless the producer sent this step on Simple.
+      if (loadAcquire(&fifo->tail) > step) {
+        if (llLoadLine(line, flag, data)) return true;
+        stopWord() = kWorkSizeMismatch;
+        return false;
+      }
+      if (*reinterpret_cast<const volatile uint32_t*>(&fifo->closed) != 0) {
+        // closed is set after the peer's last write: look at the line once more.
+        __threadfence_system();
+        if (llLoadLine(line, flag, data)) return true;
         stopWord() = kWorkPeerClosed;
         return false;
       }
@@ -140,10 +154,14 @@ struct DeviceBackend {
   }
   /// Raises the stop word (a thread found a failure every thread must act on).
   __device__ void llStop(uint32_t why) const { stopWord() = why; }
-  /// The end of an LL step: a barrier, then every thread reads the stop word (kWorkOk: none).
+  /// The end of an LL step: a barrier that also tells every thread whether the stop word was
+  /// raised before it (__syncthreads_or: the same answer in every thread, even if a thread
+  /// that runs ahead into the next step raises the word before a slow one has looked), then
+  /// the reason (kWorkOk: none).
   __device__ uint32_t llSyncStatus() const {
-    __syncthreads();
-    return stopWord();
+    if (__syncthreads_or(stopWord() != 0) == 0) return kWorkOk;
+    const uint32_t why = stopWord();
+    return why != 0 ? why : kWorkAborted;
   }
 
   /// Publishes *counter = value once every thread's writes to the slot are done. gpuScope:

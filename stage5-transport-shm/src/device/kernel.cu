@@ -165,10 +165,24 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
   KernelCopies small{};
   for (const DeviceCopy& c : copies) {
     // A rank's copy to itself (stage 5): a kernel when it is small, else the copy engine, at
-    // the device's rate.
-    if (c.bytes <= kKernelCopyMaxBytes) {
-      small.c[small.n++] = {static_cast<const uint8_t*>(c.src), static_cast<uint8_t*>(c.dst),
-                            c.bytes};
+    // the device's rate. The copies of one launch run at once, so a copy that reads or
+    // writes what a pending one writes (a group's second collective reading the first's
+    // output) waits for the next launch; so do all pending ones before a copy-engine copy.
+    const auto* src = static_cast<const uint8_t*>(c.src);
+    auto* dst = static_cast<uint8_t*>(c.dst);
+    const bool small1 = c.bytes <= kKernelCopyMaxBytes;
+    bool overlaps = !small1;
+    for (int i = 0; i < small.n && !overlaps; i++) {
+      const auto& p = small.c[i];
+      auto meet = [](const uint8_t* a, uint64_t an, const uint8_t* b, uint64_t bn) {
+        return a < b + bn && b < a + an;
+      };
+      overlaps = meet(p.dst, p.bytes, src, c.bytes) || meet(p.dst, p.bytes, dst, c.bytes) ||
+                 meet(p.src, p.bytes, dst, c.bytes);
+    }
+    if (overlaps) TCCL_CHECK(flushKernelCopies(small, stream));
+    if (small1) {
+      small.c[small.n++] = {src, dst, c.bytes};
       if (small.n == KernelCopies::kMax) TCCL_CHECK(flushKernelCopies(small, stream));
       continue;
     }

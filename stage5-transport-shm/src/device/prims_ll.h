@@ -176,7 +176,7 @@ class PrimitivesLL : public PrimitiveCalls<PrimitivesLL<T, Fn, Backend>, T> {
       if (tid == nthreads - 1) {
         if (doSend) llStoreLine(sendSlot + kLLDataLines, bytes, sendFlag);
         uint64_t theirs;
-        if (doRecv && be_.llWaitLine(recvSlot + kLLDataLines, recvFlag, &recv_->fifo->closed,
+        if (doRecv && be_.llWaitLine(recvSlot + kLLDataLines, recvFlag, recv_->fifo, recvStep_,
                                      &theirs) &&
             theirs != bytes) {
           be_.llStop(kWorkSizeMismatch);  // the others stop waiting for lines too
@@ -187,7 +187,7 @@ class PrimitivesLL : public PrimitiveCalls<PrimitivesLL<T, Fn, Backend>, T> {
       for (int i = tid; i < nLines; i += nthreads) {
         const uint64_t mine = in ? loadPack(in, i, m, srcAligned) : 0;
         uint64_t theirs = 0;
-        if (doRecv && !be_.llWaitLine(recvSlot + i, recvFlag, &recv_->fifo->closed, &theirs)) {
+        if (doRecv && !be_.llWaitLine(recvSlot + i, recvFlag, recv_->fifo, recvStep_, &theirs)) {
           break;  // the stop word is raised: the barrier below reports it
         }
         const uint64_t v = combine(theirs, mine, doRecv, in != nullptr, postOp);
