@@ -31,11 +31,30 @@
 #     whole tree may register its own tests, and tests/CMakeLists.txt then skips that stage.
 #     Without the harness (no GoogleTest or MPI) it prints a message and adds nothing.
 #
-#   tccl_stage_test_executable(<target> SOURCES <files...>)
+#   tccl_stage_test_executable(<target> SOURCES <files...> [PUBLIC_API] [GTEST_MAIN]
+#                              [INCLUDES <dirs...>] [DEFINITIONS <defs...>])
 #     For use inside a fragment: an executable linked with ${TCCL_STAGE_LIB} and
-#     tccl_test_harness (whose main() runs GoogleTest under MPI), with ${TCCL_STAGE_DIR}/include
-#     and ${TCCL_STAGE_DIR}/src on its include path (tests of internals include "transport.h"
-#     etc. from the stage being tested), and the project's warnings on.
+#     tccl_test_harness (whose main() runs GoogleTest under MPI; GTEST_MAIN: GoogleTest's own
+#     main, for tests that make their ranks themselves), with ${TCCL_STAGE_DIR}/include and
+#     ${TCCL_STAGE_DIR}/src on its include path (tests of internals include "transport.h" etc.
+#     from the stage being tested), INCLUDES and DEFINITIONS, and the project's warnings on.
+#     PUBLIC_API: the sources see the stage's include/ (tccl.h) but not its src/, so their
+#     objects do not depend on the stage: they are compiled once per distinct include/ and
+#     shared by every stage whose include/ holds the same bytes (tccl_stage_shared_objects).
+#     Stages 2 to 5 have one tccl.h: ring_sweep_test.cc is compiled once for the four of them
+#     and linked four times, each program against its own stage's libtccl.so, which is what
+#     the test tests. A stage whose tccl.h changes gets its own objects by itself.
+#
+#   tccl_stage_shared_objects(<out-var> NAME <name> SOURCES <files...> [HEADERS <dirs...>]
+#                             [INCLUDES <dirs...>] [DEFINITIONS <defs...>] [LIBS <targets...>])
+#     The OBJECT library behind PUBLIC_API, for a fragment that links its program itself (the
+#     shim test: nccl.h, not tccl.h). HEADERS are the stage's own header directories on the
+#     include path (default ${TCCL_STAGE_DIR}/include): the library is keyed on the names and
+#     contents of their headers, not on their paths. INCLUDES are directories every stage
+#     shares (tests/, common/): keyed on their paths. LIBS lend their usage requirements
+#     (include directories, definitions) to the compile. Sets <out-var> to the target; use it
+#     as `add_executable(<target> $<TARGET_OBJECTS:${<out-var>}>)`. Editing a header under
+#     HEADERS re-runs CMake, which then keys the objects anew.
 #
 # A fragment (for example tests/p2p/p2p_tests.cmake) looks like:
 #   tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_p2p_patterns
@@ -140,8 +159,74 @@ function(tccl_stage_nps out)
   set(${out} ${nps} PARENT_SCOPE)
 endfunction()
 
+# The digest of the headers (names relative to their directory, and contents) under each of
+# dirs, in order; each header is a CMake configure dependency. Kept per directory for the run.
+function(_tccl_headers_digest out)
+  set(text "")
+  foreach(dir IN LISTS ARGN)
+    get_filename_component(dir "${dir}" ABSOLUTE)
+    string(SHA256 dir_key "${dir}")
+    get_property(digest GLOBAL PROPERTY TCCL_HEADERS_DIGEST_${dir_key})
+    if(NOT digest)
+      if(NOT IS_DIRECTORY "${dir}")
+        message(FATAL_ERROR "tccl_stage_shared_objects: HEADERS directory ${dir} does not exist")
+      endif()
+      file(GLOB_RECURSE files LIST_DIRECTORIES false CONFIGURE_DEPENDS RELATIVE "${dir}"
+           "${dir}/*.h" "${dir}/*.hh" "${dir}/*.hpp" "${dir}/*.hxx" "${dir}/*.cuh" "${dir}/*.inc")
+      list(SORT files)
+      set(listing "")
+      foreach(f IN LISTS files)
+        file(SHA256 "${dir}/${f}" sum)
+        string(APPEND listing "${f} ${sum}\n")
+        set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${dir}/${f}")
+      endforeach()
+      string(SHA256 digest "${listing}")
+      set_property(GLOBAL PROPERTY TCCL_HEADERS_DIGEST_${dir_key} ${digest})
+    endif()
+    string(APPEND text "${digest}\n")
+  endforeach()
+  string(SHA256 digest "${text}")
+  set(${out} ${digest} PARENT_SCOPE)
+endfunction()
+
+function(tccl_stage_shared_objects out)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "NAME" "SOURCES;HEADERS;INCLUDES;DEFINITIONS;LIBS")
+  if(NOT ARG_NAME OR NOT ARG_SOURCES)
+    message(FATAL_ERROR "tccl_stage_shared_objects: NAME and SOURCES are required")
+  endif()
+  if(NOT ARG_HEADERS)
+    if(NOT TCCL_STAGE_DIR)
+      message(FATAL_ERROR "tccl_stage_shared_objects(${ARG_NAME}): call it from a fragment "
+                          "included by tccl_add_stage_tests, or give HEADERS")
+    endif()
+    set(ARG_HEADERS ${TCCL_STAGE_DIR}/include)
+  endif()
+  _tccl_headers_digest(headers ${ARG_HEADERS})
+  set(sources "")
+  foreach(src IN LISTS ARG_SOURCES)
+    get_filename_component(src "${src}" ABSOLUTE)
+    list(APPEND sources "${src}")
+  endforeach()
+  # Everything that decides the objects, except the HEADERS directories' paths.
+  string(SHA256 key
+         "${ARG_NAME}|${sources}|${headers}|${ARG_INCLUDES}|${ARG_DEFINITIONS}|${ARG_LIBS}")
+  string(SUBSTRING ${key} 0 12 key)
+  set(objs tccl_shared_${ARG_NAME}_${key})
+  if(NOT TARGET ${objs})
+    add_library(${objs} OBJECT ${sources})
+    target_include_directories(${objs} PRIVATE ${ARG_HEADERS} ${ARG_INCLUDES})
+    target_compile_definitions(${objs} PRIVATE ${ARG_DEFINITIONS})
+    # tccl_common: common/include (tccl.h includes "tccl/result.h"), as the stage library
+    # would lend it.
+    target_link_libraries(${objs} PRIVATE ${ARG_LIBS} tccl_common)
+    tccl_warnings(${objs})
+  endif()
+  set(${out} ${objs} PARENT_SCOPE)
+endfunction()
+
 function(tccl_stage_test_executable target)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "SOURCES")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "PUBLIC_API;GTEST_MAIN" ""
+                        "SOURCES;INCLUDES;DEFINITIONS")
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "tccl_stage_test_executable(${target}): SOURCES is required")
   endif()
@@ -149,8 +234,23 @@ function(tccl_stage_test_executable target)
     message(FATAL_ERROR "tccl_stage_test_executable(${target}): call it from a fragment "
                         "included by tccl_add_stage_tests")
   endif()
-  add_executable(${target} ${ARG_SOURCES})
-  target_link_libraries(${target} PRIVATE ${TCCL_STAGE_LIB} tccl_test_harness)
-  target_include_directories(${target} PRIVATE ${TCCL_STAGE_DIR}/include ${TCCL_STAGE_DIR}/src)
-  tccl_warnings(${target})
+  if(ARG_GTEST_MAIN)
+    set(libs GTest::gtest_main Threads::Threads)
+  else()
+    set(libs tccl_test_harness)
+  endif()
+  if(ARG_PUBLIC_API)
+    string(REGEX REPLACE "^${TCCL_STAGE_PREFIX}" "" name "${target}")
+    tccl_stage_shared_objects(objs NAME ${name} SOURCES ${ARG_SOURCES}
+      INCLUDES ${ARG_INCLUDES} DEFINITIONS ${ARG_DEFINITIONS} LIBS ${libs})
+    add_executable(${target} $<TARGET_OBJECTS:${objs}>)
+    set_target_properties(${target} PROPERTIES LINKER_LANGUAGE CXX)
+  else()
+    add_executable(${target} ${ARG_SOURCES})
+    target_include_directories(${target} PRIVATE ${TCCL_STAGE_DIR}/include ${TCCL_STAGE_DIR}/src
+                                                 ${ARG_INCLUDES})
+    target_compile_definitions(${target} PRIVATE ${ARG_DEFINITIONS})
+    tccl_warnings(${target})
+  endif()
+  target_link_libraries(${target} PRIVATE ${TCCL_STAGE_LIB} ${libs})
 endfunction()

@@ -12,7 +12,8 @@
 set(_errors_src ${CMAKE_CURRENT_LIST_DIR})
 set(_errors_labels ${TCCL_STAGE_LABEL} errors)
 
-tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_errors SOURCES ${_errors_src}/errors_test.cc)
+tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_errors PUBLIC_API
+  SOURCES ${_errors_src}/errors_test.cc)
 tccl_stage_nps(_nps 1 2)
 foreach(np IN LISTS _nps)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}errors NP ${np}
@@ -25,11 +26,9 @@ if(NOT TARGET GTest::gtest_main)
 endif()
 if(TARGET GTest::gtest_main)
   set(_t ${TCCL_STAGE_PREFIX}test_errors_fork)
-  add_executable(${_t} ${_errors_src}/errors_fork_test.cc)
   # p2p_fork_util.h: forked ranks with deadlines, shared with the peer-death test.
-  target_include_directories(${_t} PRIVATE ${TCCL_STAGE_DIR}/include ${_errors_src}/../p2p)
-  target_link_libraries(${_t} PRIVATE ${TCCL_STAGE_LIB} GTest::gtest_main Threads::Threads)
-  tccl_warnings(${_t})
+  tccl_stage_test_executable(${_t} PUBLIC_API GTEST_MAIN SOURCES ${_errors_src}/errors_fork_test.cc
+    INCLUDES ${_errors_src}/../p2p)
   tccl_add_test(NAME ${TCCL_STAGE_PREFIX}errors_fork COMMAND ${_t}
     LABELS ${_errors_labels} TIMEOUT 180)
 endif()

@@ -15,10 +15,12 @@
 set(_gpu_src ${CMAKE_CURRENT_LIST_DIR})
 set(_gpu_labels ${TCCL_STAGE_LABEL} gpu)
 
-tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_cuda_graph SOURCES ${_gpu_src}/cuda_graph_test.cc)
+set(_gpu_defs "")
 if(TCCL_HAVE_CUDA)
-  target_compile_definitions(${TCCL_STAGE_PREFIX}test_cuda_graph PRIVATE TCCL_HAVE_CUDA=1)
+  set(_gpu_defs TCCL_HAVE_CUDA=1)
 endif()
+tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_cuda_graph PUBLIC_API
+  SOURCES ${_gpu_src}/cuda_graph_test.cc DEFINITIONS ${_gpu_defs})
 
 tccl_stage_nps(_nps 1 2)
 foreach(np IN LISTS _nps)

@@ -3,7 +3,8 @@
 # Included by tccl_add_stage_tests (tests/StageTests.cmake) once per stage, with
 #   TCCL_STAGE_NUM, TCCL_STAGE_DIR, TCCL_STAGE_LIB, TCCL_STAGE_PREFIX
 # and the helper tccl_stage_test_executable(<target> SOURCES ...), which links the stage library
-# and the MPI test harness (whose main() runs GoogleTest under MPI).
+# and the MPI test harness (whose main() runs GoogleTest under MPI). Every source here sees only
+# tccl.h (PUBLIC_API): its objects are shared by the stages whose tccl.h is the same.
 #
 # MPI tests run at 1..5 ranks where the rank count matters; the 64 Mi-element cases only at 2
 # and 4 ranks. The non-MPI tests (thread ranks, a killed peer, two network namespaces) are
@@ -19,13 +20,13 @@ set(_p2p_src ${CMAKE_CURRENT_LIST_DIR})
 set(_p2p_labels ${TCCL_STAGE_LABEL} p2p)
 
 # ---- MPI tests ----------------------------------------------------------------------------
-tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_p2p_patterns
+tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_p2p_patterns PUBLIC_API
   SOURCES ${_p2p_src}/p2p_patterns_test.cc)
-tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_p2p_large
+tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_p2p_large PUBLIC_API
   SOURCES ${_p2p_src}/p2p_large_test.cc)
-tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_p2p_group
+tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_p2p_group PUBLIC_API
   SOURCES ${_p2p_src}/p2p_group_test.cc)
-tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_p2p_errors
+tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_p2p_errors PUBLIC_API
   SOURCES ${_p2p_src}/p2p_errors_test.cc)
 
 tccl_stage_nps(_nps 1 2 3 4 5)
@@ -60,12 +61,10 @@ foreach(np IN LISTS _nps)
 endforeach()
 
 # ---- Non-MPI tests ------------------------------------------------------------------------
-# tccl_stage_test_executable brings the harness's MPI main(); these need GoogleTest's own.
+# These need GoogleTest's own main(), not the harness's MPI one.
 function(_tccl_p2p_plain_test target source)
-  add_executable(${target} ${source})
-  target_include_directories(${target} PRIVATE ${TCCL_STAGE_DIR}/include ${_p2p_src})
-  target_link_libraries(${target} PRIVATE ${TCCL_STAGE_LIB} GTest::gtest_main Threads::Threads)
-  tccl_warnings(${target})
+  tccl_stage_test_executable(${target} PUBLIC_API GTEST_MAIN SOURCES ${source}
+    INCLUDES ${_p2p_src})
 endfunction()
 
 # find_package's imported targets are directory-scoped: common/ found GTest for itself.

@@ -25,7 +25,7 @@ set(_ring_labels ${TCCL_STAGE_LABEL} coll)
 
 # ---- MPI tests ----------------------------------------------------------------------------
 foreach(name sweep large group redop errors)
-  tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_ring_${name}
+  tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_ring_${name} PUBLIC_API
     SOURCES ${_ring_src}/ring_${name}_test.cc)
 endforeach()
 
@@ -66,17 +66,14 @@ foreach(np IN LISTS _nps)
 endforeach()
 
 # ---- Non-MPI tests ------------------------------------------------------------------------
-# tccl_stage_test_executable brings the harness's MPI main(); this one needs GoogleTest's own.
+# GTEST_MAIN: this one needs GoogleTest's own main(), not the harness's MPI one.
 # find_package's imported targets are directory-scoped: common/ found GTest for itself.
 if(NOT TARGET GTest::gtest_main)
   find_package(GTest QUIET)
 endif()
 if(TARGET GTest::gtest_main)
   set(_t ${TCCL_STAGE_PREFIX}test_ring_threads)
-  add_executable(${_t} ${_ring_src}/ring_threads_test.cc)
-  target_include_directories(${_t} PRIVATE ${TCCL_STAGE_DIR}/include)
-  target_link_libraries(${_t} PRIVATE ${TCCL_STAGE_LIB} GTest::gtest_main Threads::Threads)
-  tccl_warnings(${_t})
+  tccl_stage_test_executable(${_t} PUBLIC_API GTEST_MAIN SOURCES ${_ring_src}/ring_threads_test.cc)
   tccl_add_test(NAME ${TCCL_STAGE_PREFIX}ring_threads COMMAND ${_t}
     LABELS ${_ring_labels} TIMEOUT 120)
 endif()

@@ -88,10 +88,15 @@ else()
   set(_shim_labels ${TCCL_STAGE_LABEL} shim)
 
   # Not tccl_stage_test_executable: that one puts the stage's include/ (tccl.h) on the path and
-  # links libtccl.so; an NCCL program sees nccl.h and libnccl.so only.
-  add_executable(${TCCL_STAGE_PREFIX}test_shim ${CMAKE_CURRENT_LIST_DIR}/test_shim.cc)
+  # links libtccl.so; an NCCL program sees nccl.h and libnccl.so only. Its objects are shared
+  # by the stages whose shim headers (nccl.h) are the same, as PUBLIC_API tests' are.
+  get_target_property(_shim_headers ${_shim_target} INTERFACE_INCLUDE_DIRECTORIES)
+  tccl_stage_shared_objects(_shim_objs NAME test_shim
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_shim.cc HEADERS ${_shim_headers}
+    LIBS tccl_test_harness)
+  add_executable(${TCCL_STAGE_PREFIX}test_shim $<TARGET_OBJECTS:${_shim_objs}>)
+  set_target_properties(${TCCL_STAGE_PREFIX}test_shim PROPERTIES LINKER_LANGUAGE CXX)
   target_link_libraries(${TCCL_STAGE_PREFIX}test_shim PRIVATE ${_shim_target} tccl_test_harness)
-  tccl_warnings(${TCCL_STAGE_PREFIX}test_shim)
   tccl_stage_nps(_nps 1 2 3 4)
   foreach(np IN LISTS _nps)
     tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}shim NP ${np}

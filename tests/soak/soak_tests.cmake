@@ -11,9 +11,9 @@
 # Added in: reliability (tests/soak).
 set(TCCL_SOAK_SECONDS 120 CACHE STRING "Seconds the soak test (ctest -L soak) keeps starting operations")
 
-tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_soak SOURCES ${CMAKE_CURRENT_LIST_DIR}/soak.cc)
 # CaseRun, Inputs and CollBuffer: the collective checks of the ring tests.
-target_include_directories(${TCCL_STAGE_PREFIX}test_soak PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../ring)
+tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_soak PUBLIC_API
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/soak.cc INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../ring)
 math(EXPR _soak_timeout "${TCCL_SOAK_SECONDS} + 240")
 tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}soak NP 4
   COMMAND ${TCCL_STAGE_PREFIX}test_soak

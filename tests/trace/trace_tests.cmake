@@ -17,10 +17,9 @@
 
 set(_trace_labels ${TCCL_STAGE_LABEL} trace)
 set(_trace_exe ${TCCL_STAGE_PREFIX}test_trace)
-tccl_stage_test_executable(${_trace_exe} SOURCES ${CMAKE_CURRENT_LIST_DIR}/trace_test.cc)
-target_include_directories(${_trace_exe} PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)
-target_compile_definitions(${_trace_exe} PRIVATE
-  TCCL_TOOLS_DIR="${CMAKE_CURRENT_LIST_DIR}/../../tools")
+tccl_stage_test_executable(${_trace_exe} PUBLIC_API SOURCES ${CMAKE_CURRENT_LIST_DIR}/trace_test.cc
+  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/..
+  DEFINITIONS TCCL_TOOLS_DIR="${CMAKE_CURRENT_LIST_DIR}/../../tools")
 
 # _tccl_trace_test(<name> <np> <gtest case> [ENV...]): one case, its own trace directory.
 function(_tccl_trace_test name np filter)

@@ -80,10 +80,7 @@ if(TARGET GTest::gtest_main)
     TIMEOUT 60)
 
   set(_t ${TCCL_STAGE_PREFIX}test_tree_algo)
-  add_executable(${_t} ${_tree_src}/tree_algo_test.cc)
-  target_include_directories(${_t} PRIVATE ${TCCL_STAGE_DIR}/include)
-  target_link_libraries(${_t} PRIVATE ${TCCL_STAGE_LIB} GTest::gtest_main Threads::Threads)
-  tccl_warnings(${_t})
+  tccl_stage_test_executable(${_t} PUBLIC_API GTEST_MAIN SOURCES ${_tree_src}/tree_algo_test.cc)
   tccl_add_test(NAME ${TCCL_STAGE_PREFIX}tree_algo COMMAND ${_t} LABELS ${_tree_labels}
     TIMEOUT 120)
 endif()
