@@ -158,11 +158,12 @@ configure_build() {
   cmake --build "$dir" -j"$(njobs)" ${targets[@]:+--target "${targets[@]}"}
 }
 
-# The target names of the programs the selected tests run: every command argument that is a
-# path inside the build tree (a target's file is named after the target). A test whose program
-# is not built yet has no command in ctest's listing; its target is then found by name (the
-# test "s2_p2p_threads" runs the target "s2_test_p2p_threads" or one named like the test).
-# Prints nothing (build everything) when a program cannot be placed.
+# The files the selected tests run, as ninja targets (paths relative to the build tree): every
+# command argument, or the value of a -DNAME=VALUE argument, that is a file ninja builds (the
+# test programs, and libtccl.so and libnccl.so for the shim's export check). CTest's listing
+# leaves out the command of a test whose program is not built yet (on a fresh tree, every test
+# run without mpirun); its command is then read from the CTestTestfile.cmake that add_test
+# wrote. Prints nothing (build everything) when a test's program cannot be placed.
 selected_programs() {
   local dir
   dir=$(build_dir "$1")
@@ -176,19 +177,27 @@ try:
     known = {line.split(":")[0] for line in out.splitlines()}
 except (OSError, subprocess.CalledProcessError):
     sys.exit(0)
+# add_test([=[name]=] "program" "arg"...) lines, as CMake writes them.
+written = {}
+for root, _, files in os.walk(build):
+    if "CTestTestfile.cmake" in files:
+        with open(os.path.join(root, "CTestTestfile.cmake")) as f:
+            for m in re.finditer(r"^add_test\(\[=\[(.+?)\]=\] (.*)\)$", f.read(), re.M):
+                written[m[1]] = re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m[2])
 names = set()
 for t in json.load(sys.stdin).get("tests", []):
-    cmd = t.get("command")
-    if cmd:
-        for arg in cmd:
-            if "=" not in arg and os.path.realpath(arg).startswith(build + os.sep):
-                names.add(os.path.basename(arg))
-        continue
-    guesses = [t["name"], re.sub(r"^(s[0-9]+_)", r"\1test_", t["name"])]
-    found = [g for g in guesses if g in known]
-    if not found:
+    cmd = t.get("command") or written.get(t["name"])
+    if not cmd:
         sys.exit(0)
-    names.add(found[0])
+    found = False
+    for arg in cmd:
+        path = os.path.realpath(arg.split("=", 1)[-1])
+        rel = os.path.relpath(path, build)
+        if rel in known:
+            names.add(rel)
+            found = True
+    if not found and os.path.realpath(cmd[0]).startswith(build + os.sep):
+        sys.exit(0)  # its program is in the build tree, but not a file ninja knows
 print("\n".join(sorted(names)))
 ' "$dir"
 }
