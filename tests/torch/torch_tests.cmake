@@ -71,6 +71,9 @@ tccl_torch_test(NAME torch_errors_timeout NP 2 SCRIPT test_errors.py
 
 # The examples, through torch.distributed.run as a user runs them. Debian 12's torch 1.13
 # needs --redirects/--tee to start at all (design notes); later torch accepts them too.
+# --monitor_interval 0.5: torch 1.13's agent looks at its workers every 5 s, so a job that
+# was done waited 2.5 s on average for it (ddp_mlp: 6.7 s, 4.3 s with this); later torch
+# polls a few times a second by default and accepts the same spelling.
 # torchrun writes its log folders under TMPDIR: keep them in the build tree.
 set(_examples_dir ${TCCL_STAGE_DIR}/torch/examples)
 set(_run_tmp ${CMAKE_CURRENT_BINARY_DIR}/${TCCL_STAGE_PREFIX}torchrun_tmp)
@@ -79,7 +82,8 @@ foreach(example ddp_one_param ddp_mlp)
   set(name ${TCCL_STAGE_PREFIX}torch_example_${example}.np2)
   add_test(NAME ${name}
     COMMAND ${_torch_python} -m torch.distributed.run --redirects 9:0 --tee 9:0
-            --standalone --nproc_per_node=2 ${_examples_dir}/${example}.py)
+            --monitor_interval 0.5 --standalone --nproc_per_node=2
+            ${_examples_dir}/${example}.py)
   set_tests_properties(${name} PROPERTIES TIMEOUT 120 PROCESSORS 2
     LABELS "${_torch_labels};examples" ENVIRONMENT "${_torch_env};TMPDIR=${_run_tmp}"
     PASS_REGULAR_EXPRESSION "verified OK" FAIL_REGULAR_EXPRESSION "WRONG|Traceback")
