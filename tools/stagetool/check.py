@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .chain import (DIFFS_DIR, ROOT, all_stages, code_stages, excluded, read_bytes,
@@ -223,17 +224,27 @@ def check_builds(args, rep):
     root.mkdir(parents=True, exist_ok=True)
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
     try:
-        for s in cs:
+        # Every stage is configured first, --jobs at a time: a configure is mostly one process
+        # (compiler checks, find_package), so one after each build would leave cores idle.
+        # The builds then run one after another, each with --jobs.
+        def configure(s):
             bdir = root / s.name
             log = root / f"{s.name}.log"
             log.unlink(missing_ok=True)
-            print(f"building {s.name} alone in {bdir} ...", flush=True)
             cfg = ["cmake", "-S", str(s.path), "-B", str(bdir), "-DTCCL_BUILD_TESTS=OFF"]
             if not (bdir / "CMakeCache.txt").exists():
                 cfg += gen
             cfg += args.cmake_arg
+            return run_logged(cfg, log)
+
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            configured = list(pool.map(configure, cs))
+        for s, cfg_rc in zip(cs, configured):
+            bdir = root / s.name
+            log = root / f"{s.name}.log"
+            print(f"building {s.name} alone in {bdir} ...", flush=True)
             what = None
-            if run_logged(cfg, log) != 0:
+            if cfg_rc != 0:
                 what = "does not configure on its own"
             elif run_logged(["cmake", "--build", str(bdir), f"-j{args.jobs}"], log) != 0:
                 what = "does not build on its own"
