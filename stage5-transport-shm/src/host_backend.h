@@ -79,6 +79,7 @@ struct HostBackend {
   static constexpr int kReducingType = -1;  // kEveryType (device/ring_dispatch.h)
   /// Stage 5: the LL protocol is the kernels' (device/prims_ll.h); host steps are Simple.
   static constexpr bool kHasLL = false;
+  static constexpr bool kP2pLL = false;
   static constexpr bool runsCopies() { return true; }
   const volatile uint32_t* abortFlag;
   ProgressSignal* progress;  // notified by the proxy whenever it moves a counter

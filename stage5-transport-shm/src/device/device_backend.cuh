@@ -33,6 +33,8 @@ struct DeviceBackend {
   static constexpr int kReducingType = -2;  // kNoType (device/ring_dispatch.h)
   /// Stage 5: kernels run the LL protocol too (device/prims_ll.h); the host executor does not.
   static constexpr bool kHasLL = true;
+  /// Stage 5: send/recv on LL too (not in the base kernel for batches without LL, below).
+  static constexpr bool kP2pLL = true;
   /// Whether this launch runs the batch's copying collectives (broadcast, all-gather): a batch
   /// that needs several kernels runs them in the first one only.
   bool copies = true;
@@ -206,6 +208,15 @@ struct DeviceBackend {
                              bool postOp) const {
     reduceCopyBlock<T>(recvIn, userIn, d0, d1, n, fn, postOp);
   }
+};
+
+/// The base kernel's backend for a batch without LL steps (stage 5): the same, with send/recv
+/// on Simple only. Measured on the H100, LL send/recv compiled into the base kernel took a 256
+/// MiB send/recv on Simple from 144 to 92 GB/s at 2 ranks, though it never ran (the compiler's
+/// choices for the Simple loop change with it; compiling all of LL out of this kernel gave 130,
+/// this 143); the launcher picks this kernel whenever the batch has no LL step.
+struct SimpleP2pDeviceBackend : DeviceBackend {
+  static constexpr bool kP2pLL = false;
 };
 
 /// The backend of element type `DType`'s kernel (stage 5): the same, but its reducing

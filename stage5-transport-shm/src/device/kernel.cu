@@ -41,6 +41,10 @@ __global__ void __launch_bounds__(kThreads)
     tcclKernel(const __grid_constant__ WorkBatch batch, bool copies) {
   runKernel<DeviceBackend>(batch, copies);
 }
+__global__ void __launch_bounds__(kThreads)
+    tcclKernelSimple(const __grid_constant__ WorkBatch batch, bool copies) {
+  runKernel<SimpleP2pDeviceBackend>(batch, copies);
+}
 
 /// Step timeline: publishes %globaltimer into mapped host memory until told to stop, so the
 /// host can read the GPU's clock between two reads of its own (traceCalibrateGpuClock).
@@ -201,8 +205,10 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
       TCCL_TYPED_KERNEL(4), TCCL_TYPED_KERNEL(5), TCCL_TYPED_KERNEL(6), TCCL_TYPED_KERNEL(7),
       TCCL_TYPED_KERNEL(8), TCCL_TYPED_KERNEL(9)};
   uint32_t types = 0;  // bit t: a reducing collective of type t
+  bool anyLL = false;
   for (int i = 0; i < batch.nElems; i++) {
     const WorkElem& e = batch.elems[i];
+    anyLL = anyLL || e.proto == kProtoLL;
     const bool reducing = e.func == WorkFunc::kAllReduce || e.func == WorkFunc::kReduceScatter ||
                           e.func == WorkFunc::kReduce;
     if (reducing && e.dtype < kNumDevTypes) types |= 1u << e.dtype;
@@ -212,7 +218,10 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
   for (int t = 0; t < kNumDevTypes; t++) {
     if (types & (1u << t)) kernels[nKernels++] = typed[t];
   }
-  if (nKernels == 0 && batch.nItems > 0) kernels[nKernels++] = tcclKernel;
+  // (The base kernel without LL send/recv when it can: SimpleP2pDeviceBackend says why.)
+  if (nKernels == 0 && batch.nItems > 0) {
+    kernels[nKernels++] = anyLL ? tcclKernel : tcclKernelSimple;
+  }
   for (int k = 0; k < nKernels; k++) {
     // Before the launch: the proxy must poll memory (a kernel cannot kick it) until kernelDone.
     if (hostCallback) comm->gpuOpsInFlight.fetch_add(1, std::memory_order_acq_rel);

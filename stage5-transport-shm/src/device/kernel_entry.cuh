@@ -7,6 +7,7 @@
  * in the reducing collectives they contain:
  *
  *   tcclKernel           (kernel.cu)           none: send/recv, broadcast, all-gather
+ *   tcclKernelSimple     (kernel.cu)           the same, with send/recv on Simple only
  *   tcclKernelType<N>    (kernel_type.cuh, in  all-reduce, reduce-scatter and reduce of
  *                         generated unit N)    element type N (a tcclDataType_t), on every
  *                                              algorithm, with every reduction; and the rest
@@ -65,6 +66,9 @@ __device__ __forceinline__ void runKernel(const WorkBatch& batch, bool copies) {
 /// The kernels. `copies`: this launch runs the batch's copying collectives too.
 __global__ void __launch_bounds__(kThreads)
     tcclKernel(const __grid_constant__ WorkBatch batch, bool copies);
+/// The base kernel without LL send/recv, for batches that have no LL step (stage 5).
+__global__ void __launch_bounds__(kThreads)
+    tcclKernelSimple(const __grid_constant__ WorkBatch batch, bool copies);
 #define TCCL_TYPED_KERNEL(dtype) tcclKernelType##dtype
 #define TCCL_DECLARE_TYPED_KERNEL(dtype)           \
   __global__ void __launch_bounds__(kThreads)      \

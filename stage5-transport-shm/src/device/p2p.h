@@ -66,7 +66,7 @@ TCCL_HOST_DEVICE uint32_t runP2pItem(Backend& be, const WorkBatch& batch, const 
   int e = item.elemStart;
   while (e < item.elemStart + item.elemCount) {
     uint32_t status = kWorkOk;
-    if constexpr (Backend::kHasLL) {
+    if constexpr (Backend::kP2pLL) {
       if (batch.elems[e].proto == kProtoLL) status = runP2pElems<PrimitivesLL>(be, batch, item, &e);
       else status = runP2pElems<Primitives>(be, batch, item, &e);
     } else {
