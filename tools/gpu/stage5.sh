@@ -16,8 +16,10 @@
 #   bench  cudaMemcpy's device-to-device rate (bench/memcpy_perf), then tccl_perf at 1 rank
 #          beside nccl-tests on the real NCCL and on tccl's shim at 1 rank (NCCL refuses two
 #          ranks on one GPU), then send/recv and all-reduce at 2 and 4 ranks under MPS.
+#          and, in a build of their own with TCCL_LL_TEST_CLEANUP (the LL flag wrapping at 256
+#          steps), the LL sweep and patterns again (also alone: llwrap);
 #   tune   the cost model's device constants, Simple and LL (tools/bench/tune.sh's fit).
-# Usage: tools/gpu/stage5.sh [build] [test] [bench] [tune]   (default: build test bench)
+# Usage: tools/gpu/stage5.sh [build] [test] [llwrap] [bench] [tune]   (default: build test bench)
 # Environment: OUT (logs; default ./gpu-out).
 # Added in: stage 5.
 set -uo pipefail
@@ -71,16 +73,42 @@ run_case() {  # transport np exe [args...]
   while (($#)); do
     if [[ $1 == -x ]]; then env+=(-x "$2") tag+=" $2"; shift 2; else args+=("$1"); shift; fi
   done
-  local log=$OUT/test-$tr-np$np-$(basename "$exe")$(echo "$tag" | tr -c 'A-Za-z0-9\n' _).log
+  local log=$OUT/test${LOGTAG:-}-$tr-np$np-$(basename "$exe")$(echo "$tag" | tr -c 'A-Za-z0-9\n' _).log
   # (No --gtest_brief: the count below reads the OK lines it would hide.)
   mpi -np "$np" -x TCCL_TEST_MEM=device "${env[@]}" "$T/$exe" "${args[@]}" >"$log" 2>&1
   local rc=$?
-  echo "$tr np=$np $exe$tag: exit $rc, $(grep -cE '\[ +OK +\] ' "$log") cases passed" \
+  echo "${LOGTAG:+${LOGTAG#-} }$tr np=$np $exe$tag: exit $rc," \
+    "$(grep -cE '\[ +OK +\] ' "$log") cases passed" \
     "(all ranks) $(grep -E 'FAILED|Failure' "$log" | head -2 | tr '\n' ' ')"
 }
 
+# The LL flag-wrap cleanup (src/device/fifo.h): a build with TCCL_LL_TEST_CLEANUP wraps the
+# flag at 256 steps instead of 2^32, so the sweep's thousands of steps per connection pass
+# through the wrap and the cleanup many times; a stale line taken for a fresh one would show
+# as a wrong result. Its own build tree, the sweep and the P2P patterns only, LL forced.
+ll_wrap_tests() {
+  local W=$ROOT/build-gpu-$STAGE-llwrap
+  log "LL flag wrap at 256 steps (TCCL_LL_TEST_CLEANUP build)"
+  cmake -S "$STAGE" -B "$W" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+    -DTCCL_WITH_TORCH=OFF -DCMAKE_CUDA_FLAGS=-DTCCL_LL_TEST_CLEANUP \
+    -DCMAKE_CXX_FLAGS=-DTCCL_LL_TEST_CLEANUP >"$OUT/llwrap-cmake.log" 2>&1 &&
+    cmake --build "$W" -j"$(nproc)" --target s5_test_ring_sweep s5_test_p2p_patterns \
+      >"$OUT/llwrap-build.log" 2>&1 || { tail -20 "$OUT/llwrap-build.log"; return; }
+  T=$W LOGTAG=-llwrap run_case p2p 2 s5_test_ring_sweep -x TCCL_PROTO=LL
+  T=$W LOGTAG=-llwrap run_case p2p 3 s5_test_ring_sweep -x TCCL_PROTO=LL -x TCCL_ALGO=ring
+  T=$W LOGTAG=-llwrap run_case shm 2 s5_test_ring_sweep -x TCCL_PROTO=LL
+  T=$W LOGTAG=-llwrap run_case p2p 2 s5_test_p2p_patterns -x TCCL_P2P_LL_THRESHOLD=100000
+}
+
+if want llwrap; then
+  mps_on
+  ll_wrap_tests
+  mps_off
+fi
+
 if want test; then
   mps_on
+  ll_wrap_tests
   for tr in p2p shm net; do
     run_case $tr 3 s5_test_ring_sweep
     run_case $tr 2 s5_test_p2p_patterns
