@@ -182,12 +182,12 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   TCCL_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   TCCL_CHECK(checkPeers(comm));
   // Stage 5: whether this rank's kernels reach every peer over a transport with LL slots;
-  // tuningCheckPeers makes it the communicator's fact (every rank's answer).
-  comm->llAvailable = true;
+  // the communicator has LL only where every rank's kernels do (tuningCheckPeers).
+  bool llReach = true;
   for (int r = 0; r < comm->nranks; r++) {
-    if (r != comm->rank && !kernelsHaveLL(*comm, r)) comm->llAvailable = false;
+    if (r != comm->rank && !kernelsHaveLL(*comm, r)) llReach = false;
   }
-  TCCL_CHECK(tuningCheckPeers(comm));  // stage 3: every rank chooses algorithms alike
+  TCCL_CHECK(tuningCheckPeers(comm, llReach));  // stage 3: every rank chooses algorithms alike
   // Step 3: failure state, in memory a kernel can read when we have a GPU.
   const bool mapped = comm->cudaDev >= 0;
   void* flag = nullptr;

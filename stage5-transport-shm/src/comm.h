@@ -100,7 +100,7 @@ struct tcclComm {
   bool tuneDevice = false;  // the cost model's device row: every rank has a GPU (stage 3)
   tccl::ProtoMask protoMask;  // what TCCL_PROTO allows per collective (stage 5, tuning.h)
   // Kernels may run LL: every rank's kernels reach every peer over P2P or SHM (stage 5; set
-  // at init, first from this rank's view, then from every rank's by tuningCheckPeers).
+  // at init by tuningCheckPeers from every rank's answer).
   bool llAvailable = false;
 
   tccl::ProgressSignal progress;   // the proxy notifies it whenever it moves a counter

@@ -325,7 +325,7 @@ int chooseAlgorithm(const AlgoMask& mask, const ProtoMask& protos, WorkFunc f, i
   return algo;
 }
 
-tcclResult_t tuningCheckPeers(tcclComm* comm) {
+tcclResult_t tuningCheckPeers(tcclComm* comm, bool llReach) {
   // Every rank must choose the same algorithm for the same call, or their items would wait
   // for each other forever: TCCL_ALGO must agree, and the model's row (host or device) comes
   // from what all ranks have, not from this rank's buffers.
@@ -341,7 +341,7 @@ tcclResult_t tuningCheckPeers(tcclComm* comm) {
   me.mask = comm->algoMask;
   me.protos = comm->protoMask;
   me.hasGpu = comm->cudaDev >= 0;
-  me.llReach = comm->llAvailable;  // this rank's answer so far (comm.cc)
+  me.llReach = llReach;
   TCCL_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Info)));
   comm->tuneDevice = true;
   comm->llAvailable = true;

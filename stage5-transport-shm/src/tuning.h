@@ -103,8 +103,8 @@ int chooseAlgorithm(const AlgoMask& mask, const ProtoMask& protos, WorkFunc f, i
 /// After the peers are known: checks that every rank has the same TCCL_ALGO (and TCCL_PROTO),
 /// and picks the model's row (device when every rank has a GPU, comm->tuneDevice); stage 5:
 /// LL is available when, moreover, every rank's kernels reach every peer over P2P or SHM
-/// (comm->llAvailable).
-tcclResult_t tuningCheckPeers(tcclComm* comm);
+/// (comm->llAvailable; llReach: this rank's do).
+tcclResult_t tuningCheckPeers(tcclComm* comm, bool llReach);
 
 /// Picks the algorithm and (stage 5) the protocol for one call, whose buffers are on the
 /// device or not (and logs the decision under TUNING).

@@ -212,9 +212,9 @@ struct DeviceBackend {
 
 /// The base kernel's backend for a batch without LL steps (stage 5): the same, with send/recv
 /// on Simple only. Measured on the H100, LL send/recv compiled into the base kernel took a 256
-/// MiB send/recv on Simple from 144 to 92 GB/s at 2 ranks, though it never ran (the compiler's
-/// choices for the Simple loop change with it; compiling all of LL out of this kernel gave 130,
-/// this 143); the launcher picks this kernel whenever the batch has no LL step.
+/// MiB send/recv on Simple from 143.5 (before LL) to 92 GB/s at 2 ranks, though it never ran
+/// (the compiler's choices for the Simple loop change with it); this kernel gives 133-135, and
+/// the launcher picks it whenever the batch has no LL step.
 struct SimpleP2pDeviceBackend : DeviceBackend {
   static constexpr bool kP2pLL = false;
 };
