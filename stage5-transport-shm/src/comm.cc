@@ -23,6 +23,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <unordered_set>
@@ -181,6 +182,15 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   cudaBusId(comm->cudaDev, me.busId, sizeof(me.busId));
   TCCL_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   TCCL_CHECK(checkPeers(comm));
+  // Stage 5: the most ranks on any one GPU (from the all-gathered bus ids, so every rank
+  // agrees). Device work shares that GPU's blocks among them (plan_ring.cc, group_launch.cc).
+  for (const PeerInfo& p : comm->peers) {
+    int same = 0;
+    for (const PeerInfo& q : comm->peers) {
+      same += q.hostHash == p.hostHash && strcmp(q.busId, p.busId) == 0 ? 1 : 0;
+    }
+    comm->ranksPerGpu = std::max(comm->ranksPerGpu, same);
+  }
   // Stage 5: whether this rank's kernels reach every peer over a transport with LL slots;
   // the communicator has LL only where every rank's kernels do (tuningCheckPeers).
   bool llReach = true;

@@ -81,6 +81,7 @@ struct tcclComm {
   int cudaDev = -1;       // -1: host buffers only
   std::string name;       // config commName, for logs
   int deviceChannels = 0;  // stage 5: the device-buffer channel bound (plan_ring.cc; 0: not yet)
+  int ranksPerGpu = 1;     // stage 5: the most ranks of this communicator sharing one GPU
   int minChannels = 0;    // config minCTAs / maxCTAs (0: unset); bound the channels per call
   int maxChannels = 0;
   std::unique_ptr<tccl::Bootstrap> bootstrap;

@@ -74,52 +74,84 @@ WorkElem p2pElem(WorkFunc f, const void* src, void* dst, size_t bytes) {
   return e;
 }
 
-// Device buffers (stage 5): a large message to a peer is cut into pieces, one per channel, so
+// Device buffers (stage 5): a large message to a peer is cut into parts, one per channel, so
 // that several thread blocks move it over several connections at once (NCCL spreads p2p over
-// channels the same way, up to NCCL_MAX_P2P_NCHANNELS). The cut depends on the message's size
-// alone, so the receiver cuts the matching receive into the same pieces. Host buffers keep one
-// channel (each would cost a host thread). Every rank must use the same value.
-TCCL_PARAM(MaxP2pNChannels, "MAX_P2P_NCHANNELS", 4)
-constexpr size_t kP2pChannelBytes = 512 << 10;  // at least this much per piece
+// channels the same way, up to NCCL_MAX_P2P_NCHANNELS). One block copies a few tens of GB/s
+// (measured on the H100, 2 ranks sharing it, 256 MiB send/recv per rank: 142 GB/s on 4
+// channels, 302 on 16, 341 on 32), so a large message wants many. Host buffers keep one
+// channel (each would cost a host thread).
+//
+// The bound: a send to one peer and a receive from another, each cut into this many parts,
+// fill the rank's share of the GPU's blocks (kP2pBlockBudget over the ranks sharing the GPU,
+// plan.h), and an all-to-all still fits one batch (2 items per peer and part). That is 32
+// parts at 2 ranks on one GPU, 16 at 4; 9 at 8 ranks on a GPU each. A group with more items
+// than blocks is still safe (the kernel runs them in turns, in an order every rank shares:
+// see orderP2pItems below). The cut depends on the message's size and these
+// communicator-wide numbers alone, so the receiver cuts the matching receive the same way;
+// each part is computed where it runs (p2pPart, device/p2p.h). TCCL_MAX_P2P_NCHANNELS, set,
+// lowers the bound. Every rank must use the same value.
+TCCL_PARAM(MaxP2pNChannels, "MAX_P2P_NCHANNELS", 0)
+constexpr size_t kP2pChannelBytes = 512 << 10;  // at least this much per part
+constexpr int kP2pMaxParts = 32;
 
-int p2pPieces(size_t bytes, bool onDevice) {
+int p2pParts(const tcclComm* comm, size_t bytes, bool onDevice) {
   if (!onDevice) return 1;
-  const size_t most = size_t(std::clamp<int64_t>(tcclParamMaxP2pNChannels(), 1, 32));
-  return int(std::clamp<size_t>(bytes / kP2pChannelBytes, 1, most));
+  int most = std::min(kP2pBlockBudget / (2 * comm->ranksPerGpu),
+                      kMaxWorkItems / (2 * std::max(1, comm->nranks - 1)));
+  if (tcclParamMaxP2pNChannels() > 0) most = std::min<int64_t>(most, tcclParamMaxP2pNChannels());
+  most = std::clamp(most, 1, kP2pMaxParts);
+  return int(std::clamp<size_t>(bytes / kP2pChannelBytes, 1, size_t(most)));
 }
 
-/// Piece `i` of `n` of an operation: 16-byte aligned boundaries (vector copies), the last
-/// piece takes the remainder.
-WorkElem p2pPiece(const WorkElem& e, int i, int n) {
-  const size_t step = (e.count / size_t(n)) / 16 * 16;
-  const size_t off = step * size_t(i);
-  WorkElem p = e;
-  p.count = i == n - 1 ? e.count - off : step;
-  if (e.sendbuff) p.sendbuff = static_cast<const char*>(e.sendbuff) + off;
-  if (e.recvbuff) p.recvbuff = static_cast<char*>(e.recvbuff) + off;
-  return p;
-}
-
-/// The items for one peer and direction: its operations in issue order, each cut into its
-/// pieces; piece i of every operation goes to channel i's item.
-tcclResult_t addPeerItems(tcclComm* comm, bool onDevice, Phase& phase, int peer, bool isSend,
-                          const std::vector<WorkElem>& elems) {
+/// Appends one peer's operations in one direction to the batch's elems, in issue order, each
+/// with the number of parts it is cut into (and its protocol, stage 5); returns how many
+/// channels they need (the most parts of any). Every channel's item runs the same elems,
+/// each moving its own part (device/p2p.h).
+int addPeerElems(tcclComm* comm, bool onDevice, Phase& phase, std::vector<WorkElem>& elems) {
   int channels = 1;
-  for (const WorkElem& e : elems) channels = std::max(channels, p2pPieces(e.count, onDevice));
-  for (int c = 0; c < channels; c++) {
-    std::vector<WorkElem> part;
-    for (const WorkElem& e : elems) {
-      const int n = p2pPieces(e.count, onDevice);
-      if (c < n) part.push_back(p2pPiece(e, c, n));
+  for (WorkElem& e : elems) {
+    e.nChannels = p2pParts(comm, e.count, onDevice);
+    channels = std::max(channels, e.nChannels);
+    // Stage 5: small messages go by LL (never cut: a part is at least 512 KiB).
+    if (onDevice && comm->llAvailable && int64_t(e.count) <= tcclParamP2pLLThreshold()) {
+      e.proto = kProtoLL;
     }
-    if (onDevice && comm->llAvailable) {  // stage 5
-      for (WorkElem& e : part) {
-        if (int64_t(e.count) <= tcclParamP2pLLThreshold()) e.proto = kProtoLL;
+    phase.batch.elems[phase.batch.nElems++] = e;
+  }
+  return channels;
+}
+
+/// The items of the p2p phase, in the order every rank shares (p2pOrderKey, plan.h): when a
+/// kernel has fewer blocks than items and each block runs its items in this order
+/// (device/kernel_entry.cuh), no group can wait on a block that never starts.
+tcclResult_t orderP2pItems(tcclComm* comm, bool onDevice, Phase& phase,
+                           std::map<int, std::vector<WorkElem>>& sends,
+                           std::map<int, std::vector<WorkElem>>& recvs) {
+  struct Pending {
+    P2pOrderKey key;
+    int peer, channel, elemStart, elemCount;
+    bool isSend;
+  };
+  std::vector<Pending> items;
+  WorkBatch& b = phase.batch;
+  for (bool isSend : {true, false}) {
+    for (auto& [peer, elems] : isSend ? sends : recvs) {
+      if (b.nElems + int(elems.size()) > kMaxWorkElems) return groupTooLarge();
+      const int start = b.nElems;
+      const int channels = addPeerElems(comm, onDevice, phase, elems);
+      for (int c = 0; c < channels; c++) {
+        items.push_back({p2pOrderKey(comm->rank, peer, c, isSend), peer, c, start,
+                         int(elems.size()), isSend});
       }
     }
-    Connector* conn = comm->getConnector(peer, c, isSend, onDevice);
-    TCCL_CHECK(addItem(phase, WorkKind::kP2p, peer, c, isSend ? conn : nullptr,
-                       isSend ? nullptr : conn, part));
+  }
+  std::sort(items.begin(), items.end(),
+            [](const Pending& x, const Pending& y) { return x.key < y.key; });
+  for (const Pending& it : items) {
+    Connector* conn = comm->getConnector(it.peer, it.channel, it.isSend, onDevice);
+    TCCL_CHECK(addRangeItem(phase, WorkKind::kP2p, it.peer, it.channel,
+                            it.isSend ? conn : nullptr, it.isSend ? nullptr : conn,
+                            it.elemStart, it.elemCount));
   }
   return tcclSuccess;
 }
@@ -129,24 +161,34 @@ tcclResult_t addPeerItems(tcclComm* comm, bool onDevice, Phase& phase, int peer,
 tcclResult_t addItem(Phase& phase, WorkKind kind, int peer, int channel, Connector* send,
                      Connector* recv, const std::vector<WorkElem>& elems) {
   WorkBatch& b = phase.batch;
-  if (b.nItems >= kMaxWorkItems || b.nElems + int(elems.size()) > kMaxWorkElems) {
-    TCCL_WARN("group too large: at most %d work items (peers x directions, channels) and %d "
-              "operations per communicator in one group",
-              kMaxWorkItems, kMaxWorkElems);
-    return tcclInvalidUsage;
-  }
+  if (b.nElems + int(elems.size()) > kMaxWorkElems) return groupTooLarge();
+  const int start = b.nElems;
+  for (const WorkElem& e : elems) b.elems[b.nElems++] = e;
+  return addRangeItem(phase, kind, peer, channel, send, recv, start, int(elems.size()));
+}
+
+tcclResult_t addRangeItem(Phase& phase, WorkKind kind, int peer, int channel, Connector* send,
+                          Connector* recv, int elemStart, int elemCount) {
+  WorkBatch& b = phase.batch;
+  if (b.nItems >= kMaxWorkItems) return groupTooLarge();
   WorkItem& it = b.items[b.nItems];
   it = WorkItem{};
   it.kind = kind;
   it.peer = peer;
   it.channel = channel;
-  it.elemStart = b.nElems;
-  it.elemCount = int(elems.size());
-  for (const WorkElem& e : elems) b.elems[b.nElems++] = e;
+  it.elemStart = elemStart;
+  it.elemCount = elemCount;
   if (send) phase.itemConns.push_back({b.nItems, send});
   if (recv) phase.itemConns.push_back({b.nItems, recv});
   b.nItems++;
   return tcclSuccess;
+}
+
+tcclResult_t groupTooLarge() {
+  TCCL_WARN("group too large: at most %d work items (peers x directions, channels) and %d "
+            "operations per communicator in one group",
+            kMaxWorkItems, kMaxWorkElems);
+  return tcclInvalidUsage;
 }
 
 /// Step 2, the p2p phase: items per (peer, direction); self sends paired with self receives.
@@ -190,12 +232,7 @@ tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
   } else if (!copies.empty()) {
     TCCL_CHECK(addItem(phase, WorkKind::kP2p, -1, 0, nullptr, nullptr, copies));
   }
-  for (auto& [peer, elems] : sends) {
-    TCCL_CHECK(addPeerItems(comm, plan.onDevice, phase, peer, true, elems));
-  }
-  for (auto& [peer, elems] : recvs) {
-    TCCL_CHECK(addPeerItems(comm, plan.onDevice, phase, peer, false, elems));
-  }
+  TCCL_CHECK(orderP2pItems(comm, plan.onDevice, phase, sends, recvs));
   if (phase.batch.nItems > 0 || !phase.deviceCopies.empty()) plan.phases.push_back(std::move(phase));
   return tcclSuccess;
 }
@@ -276,7 +313,45 @@ tcclResult_t runPhase(CommTasks& tasks, const CommPlan& plan, Phase& phase, bool
 
 }  // namespace
 
+tcclResult_t launchOneRankColl(tcclComm* comm, const CollTask& t, cudaStream_t stream,
+                              bool* done) {
+  // The planner's way for what this does not cover: host buffers (a host executor runs
+  // them), the step timeline (it records the group's spans), a premultiplied sum (a kernel
+  // multiplies). Everything else about a one-rank collective is its copy, and a group of one
+  // costs the host about a microsecond to plan that (measured on the H100: NCCL's in-place
+  // one-rank all-reduce took 0.18 us of host time, tccl's 0.7 to 1.8 through the planner).
+  *done = false;
+  if (comm->cudaDev < 0 || comm->tracePid >= 0) return tcclSuccess;
+  WorkElem e;
+  TCCL_CHECK(makeCollElem(t, /*onDevice=*/true, &e));
+  if (!oneRankIsCopy(e)) return tcclSuccess;
+  const size_t bytes = t.count * typeSize(t.dtype);
+  for (const void* buf : {t.sendbuff, static_cast<const void*>(t.recvbuff)}) {
+    if (bytes == 0) break;
+    MemType m;
+    TCCL_CHECK(pointerMemType(buf, comm->cudaDev, &m));
+    if (m != MemType::kDevice) return tcclSuccess;
+  }
+  TCCL_CHECK(comm->checkAsyncError());
+  *done = true;
+  comm->opCount++;  // the operation's sequence number, as recordOps gives it
+  if (bytes == 0 || t.sendbuff == t.recvbuff) return tcclSuccess;  // nothing moves
+  bool capturing = false;
+  TCCL_CHECK(streamIsCapturing(stream, &capturing));
+  static const WorkBatch kNoItems{};
+  const std::vector<DeviceCopy> copies{{t.sendbuff, t.recvbuff, bytes}};
+  return launchGpuBatch(comm, kNoItems, copies, stream, capturing);
+}
+
 tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
+  // Stage 5: a group of one collective on a one-rank communicator (every call outside a
+  // group is one; nccl-tests puts each call in a group of its own) skips the planner.
+  if (comms.size() == 1 && comms[0].comm->nranks == 1 && comms[0].colls.size() == 1 &&
+      comms[0].p2p.empty()) {
+    bool done = false;
+    TCCL_CHECK(launchOneRankColl(comms[0].comm, comms[0].colls[0], comms[0].stream, &done));
+    if (done) return tcclSuccess;
+  }
   const uint64_t t0 = traceEnabled() ? traceNowNs() : 0;
   std::vector<CommPlan> plans(comms.size());
   std::vector<PendingConnects> pending;

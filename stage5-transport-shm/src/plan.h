@@ -15,8 +15,10 @@
 #ifndef TCCL_PLAN_H_
 #define TCCL_PLAN_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -44,6 +46,28 @@ struct DeviceCopy {
   void* dst;
   size_t bytes;
 };
+
+/// Stage 5: the thread blocks of p2p work one GPU runs at once, shared by the ranks on it.
+/// Every block of a kernel must be resident together (a send block spins until its peer's
+/// receive block drains the FIFO, and a block that never gets an SM never does); tccl's
+/// 512-thread blocks take an SM each (they use more than 64 registers a thread), and an H100
+/// has 132. A p2p batch with more items than its share runs them in turns (kernel.cu,
+/// device/kernel_entry.cuh); group_launch.cc sizes the parts of large messages to fit.
+constexpr int kP2pBlockBudget = 128;
+
+/// Stage 5: a p2p item's place in the order every rank gives its p2p items (group_launch.cc):
+/// the pair of ranks (lower, higher), the channel, then the direction whose sender is the
+/// lower rank. One rank sorting its items by this key sorts them by peer, and that is one
+/// order of all pairs {a, b} that every rank shares. So when a rank has fewer blocks than
+/// items and each block runs its items in this order, the first unfinished item in it heads
+/// a block on both of its ranks (everything before it is done) and runs: by induction, all
+/// do (tests/shm/p2p_order_test.cc simulates it).
+using P2pOrderKey = std::tuple<int, int, int, int>;
+inline P2pOrderKey p2pOrderKey(int rank, int peer, int channel, bool isSend) {
+  const int lo = std::min(rank, peer), hi = std::max(rank, peer);
+  const int sender = isSend ? rank : peer;
+  return {lo, hi, channel, sender == lo ? 0 : 1};
+}
 
 /// One phase of a communicator's plan: a batch and the connectors its items use.
 struct Phase {
@@ -75,6 +99,12 @@ struct CommPlan {
 tcclResult_t addItem(Phase& phase, WorkKind kind, int peer, int channel, Connector* send,
                      Connector* recv, const std::vector<WorkElem>& elems);
 
+/// The same for elems already in the batch: [elemStart, elemStart + elemCount), which several
+/// items may share (a p2p operation's parts, one item per channel: stage 5).
+tcclResult_t addRangeItem(Phase& phase, WorkKind kind, int peer, int channel, Connector* send,
+                          Connector* recv, int elemStart, int elemCount);
+/// Logs that a group does not fit one batch; returns tcclInvalidUsage.
+tcclResult_t groupTooLarge();
 /// Appends an item whose connections go in the batch's conns table, in `conns`' order, and
 /// which runs elems [elemStart, elemStart + elemCount) of the batch (stage 3).
 tcclResult_t addTableItem(Phase& phase, WorkKind kind, int peer, int channel,
@@ -84,6 +114,13 @@ tcclResult_t addTableItem(Phase& phase, WorkKind kind, int peer, int channel,
 /// sets nChannels (plan_ring.cc).
 tcclResult_t makeCollElem(const CollTask& t, bool onDevice, WorkElem* e);
 
+/// A one-rank collective whose result is its input: every reduction but a premultiplied sum
+/// (a sum divided by one rank is the sum). Then the GPU copies (plan_ring.cc; stage 5).
+bool oneRankIsCopy(const WorkElem& e);
+/// Stage 5: a one-rank collective alone in its group, on device buffers, whose result is a
+/// copy of its input: launched at once, without a plan (group_launch.cc). *done is
+/// false when it is not such a call; the caller then takes the planner's way.
+tcclResult_t launchOneRankColl(tcclComm* comm, const CollTask& t, cudaStream_t stream, bool* done);
 /// The p2p phase (group_launch.cc).
 tcclResult_t planP2p(tcclComm* comm, CommPlan& plan);
 /// The collectives phase, on rings (plan_ring.cc, stage 2). Runs before the p2p phase.

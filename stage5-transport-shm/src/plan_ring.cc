@@ -60,27 +60,11 @@ int channelsFor(tcclComm* comm, size_t bytes, int maxChannels, size_t minChannel
   return std::max(n, std::min(maxChannels, minChannels));
 }
 
-/// A one-rank collective whose result is its input: every reduction but a premultiplied sum
-/// (a sum divided by one rank is the sum). Then the GPU copies with its copy engine.
-bool oneRankIsCopy(const WorkElem& e) {
-  const bool reduces = e.func == WorkFunc::kAllReduce || e.func == WorkFunc::kReduce ||
-                       e.func == WorkFunc::kReduceScatter;
-  return !reduces || DevRedOp(e.redOp) != DevRedOp::kPreMulSum;
-}
-
 /// The default channel bound on device buffers: kDeviceBlockBudget over the most ranks that
 /// share one GPU, at most kDeviceChannels. From the all-gathered peers, so every rank agrees.
 int deviceChannels(tcclComm* comm) {
   if (comm->deviceChannels > 0) return comm->deviceChannels;
-  int share = 1;
-  for (const PeerInfo& p : comm->peers) {
-    int same = 0;
-    for (const PeerInfo& q : comm->peers) {
-      same += q.hostHash == p.hostHash && strcmp(q.busId, p.busId) == 0 ? 1 : 0;
-    }
-    share = std::max(share, same);
-  }
-  comm->deviceChannels = std::clamp(kDeviceBlockBudget / share, 1, kDeviceChannels);
+  comm->deviceChannels = std::clamp(kDeviceBlockBudget / comm->ranksPerGpu, 1, kDeviceChannels);
   return comm->deviceChannels;
 }
 
@@ -92,6 +76,12 @@ int maxRingChannels(tcclComm* comm, bool onDevice) {
 }
 
 }  // namespace
+
+bool oneRankIsCopy(const WorkElem& e) {
+  const bool reduces = e.func == WorkFunc::kAllReduce || e.func == WorkFunc::kReduce ||
+                       e.func == WorkFunc::kReduceScatter;
+  return !reduces || DevRedOp(e.redOp) != DevRedOp::kPreMulSum;
+}
 
 tcclResult_t makeCollElem(const CollTask& t, bool onDevice, WorkElem* out) {
   const uint64_t stepBytes = uint64_t(tcclParamBuffSize()) / kNSteps;

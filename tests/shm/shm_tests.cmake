@@ -7,6 +7,8 @@
 # From stage 5 on, ranks of one host talk over SHM by default, so every earlier feature's
 # tests (re-run by this stage) already exercise it. This fragment adds:
 #   proto_choice     TCCL_PROTO and the protocol choice of the cost model (no communication)
+#   p2p_order        the parts of a large GPU send/recv, and the item order that lets a p2p
+#                    kernel with fewer blocks than items run them in turns (a simulation)
 #   shm              segments, descriptor passing, and what a communicator leaves behind
 #                    (1..4 ranks over SHM; 3 ranks with TCCL_SHM_DISABLE=1, which must keep
 #                    it out)
@@ -38,6 +40,14 @@ if(TCCL_HAVE_CUDA)
 endif()
 tccl_warnings(${_t})
 tccl_add_test(NAME ${TCCL_STAGE_PREFIX}proto_choice COMMAND ${_t} LABELS ${_shm_labels} TIMEOUT 60)
+
+# The p2p parts and item order (device/p2p.h, plan.h): header functions, no library.
+set(_t ${TCCL_STAGE_PREFIX}test_p2p_order)
+add_executable(${_t} ${_shm_src}/p2p_order_test.cc)
+target_include_directories(${_t} PRIVATE ${TCCL_STAGE_DIR}/include ${TCCL_STAGE_DIR}/src)
+target_link_libraries(${_t} PRIVATE tccl_common GTest::gtest_main Threads::Threads)
+tccl_warnings(${_t})
+tccl_add_test(NAME ${TCCL_STAGE_PREFIX}p2p_order COMMAND ${_t} LABELS ${_shm_labels} TIMEOUT 60)
 
 tccl_stage_nps(_nps 1 2 3 4)
 foreach(np IN LISTS _nps)

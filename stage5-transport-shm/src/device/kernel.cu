@@ -24,6 +24,8 @@
  * NCCL counterpart: src/device/common.h (ncclKernelMain), src/enqueue.cc (launch).
  * Added in: stage 1.
  */
+#include <algorithm>
+
 #include <cuda_runtime.h>
 
 #include "comm.h"
@@ -222,11 +224,17 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
   if (nKernels == 0 && batch.nItems > 0) {
     kernels[nKernels++] = anyLL ? tcclKernel : tcclKernelSimple;
   }
+  // One block per item; a p2p batch gets at most its ranks' share of kP2pBlockBudget
+  // (plan.h): more could not all be resident when ranks share the GPU.
+  int blocks = batch.nItems;
+  bool allP2p = true;
+  for (int i = 0; i < batch.nItems && allP2p; i++) allP2p = batch.items[i].kind == WorkKind::kP2p;
+  if (allP2p) blocks = std::min(blocks, std::max(1, kP2pBlockBudget / comm->ranksPerGpu));
   for (int k = 0; k < nKernels; k++) {
     // Before the launch: the proxy must poll memory (a kernel cannot kick it) until kernelDone.
     if (hostCallback) comm->gpuOpsInFlight.fetch_add(1, std::memory_order_acq_rel);
     if (comm->proxy) comm->proxy->kick();
-    kernels[k]<<<batch.nItems, kThreads, 0, stream>>>(batch, /*copies=*/k == 0);
+    kernels[k]<<<blocks, kThreads, 0, stream>>>(batch, /*copies=*/k == 0);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {
       if (hostCallback) comm->gpuOpsInFlight.fetch_sub(1);

@@ -24,7 +24,8 @@
  * launch more per extra type.
  *
  * Invariants: every block of a grid is resident at once (items depend on each other through
- * peers: see executor.h); a batch split over several launches runs each elem in exactly one
+ * peers: see executor.h); a block that runs several items (a large p2p batch) runs them in
+ * the batch's order; a batch split over several launches runs each elem in exactly one
  * of them, on every rank alike (the split depends on the elems alone), so both ends of every
  * connection still see the same sequence of steps.
  *
@@ -47,20 +48,27 @@ namespace tccl {
 // memory's and the link's bandwidth (stage 5; 256 before).
 constexpr int kThreads = 512;
 
-/// The body of every kernel: block blockIdx.x runs item blockIdx.x of the batch.
+/// The body of every kernel: block b runs items b, b + gridDim.x, b + 2 gridDim.x, ... of the
+/// batch, one after the other. The grid has one block per item, except a p2p batch with more
+/// items than its share of the GPU's blocks (plan.h, kP2pBlockBudget; stage 5): its items
+/// are ordered so that running them in turns cannot deadlock (group_launch.cc,
+/// orderP2pItems).
 template <class Backend>
 __device__ __forceinline__ void runKernel(const WorkBatch& batch, bool copies) {
-  // The LL protocol's stop word starts lowered (device_backend.cuh); the barrier makes that
-  // visible to every thread before any can raise it.
-  if (threadIdx.x == 0) DeviceBackend::stopWord() = kWorkOk;
-  __syncthreads();
-  Backend be;
-  be.abortFlag = batch.abortFlag;
-  be.copies = copies;
-  if (batch.trace != nullptr) be.trace = &batch.trace[blockIdx.x];
-  uint32_t status = runWorkItem(be, batch, blockIdx.x);
-  if (threadIdx.x == 0 && status != kWorkOk) batch.status[blockIdx.x] = status;
-  if (threadIdx.x == 0 && be.trace != nullptr) be.trace->count = be.traceCount;
+  for (int i = int(blockIdx.x); i < batch.nItems; i += int(gridDim.x)) {
+    // The LL protocol's stop word starts lowered (device_backend.cuh); the barrier makes that
+    // visible to every thread before any can raise it (and, for a block's second item, that
+    // every thread is done with the first).
+    if (threadIdx.x == 0) DeviceBackend::stopWord() = kWorkOk;
+    __syncthreads();
+    Backend be;
+    be.abortFlag = batch.abortFlag;
+    be.copies = copies;
+    if (batch.trace != nullptr) be.trace = &batch.trace[i];
+    uint32_t status = runWorkItem(be, batch, i);
+    if (threadIdx.x == 0 && status != kWorkOk) batch.status[i] = status;
+    if (threadIdx.x == 0 && be.trace != nullptr) be.trace->count = be.traceCount;
+  }
 }
 
 /// The kernels. `copies`: this launch runs the batch's copying collectives too.
