@@ -127,6 +127,15 @@ namespace {
 /// (the engine's poll(), proxy.h) -- the ladder a pool thread climbs in waitAtLeast.
 tcclResult_t runItemsAsFibers(tcclComm* comm, const WorkBatch& batch,
                               std::vector<uint32_t>& status) {
+  if (batch.nItems == 1) {
+    // Stage 5: one item has nobody to yield to: it runs on this thread as a worker would
+    // (waiting by the spin-yield-sleep ladder of waitAtLeast). A fiber switch costs a system
+    // call (swapcontext saves the signal mask), two per call at least: on the 2-core CI
+    // machine a third of an 8-byte all-reduce at 2 ranks over SHM went there.
+    HostBackend be = itemBackend(comm, hostBackend(comm), kTraceTidFiber, "fiber", 0);
+    status[0] = runWorkItem(be, batch, 0);
+    return tcclSuccess;
+  }
   auto& fibers = comm->fibers;
   while (int(fibers.size()) < batch.nItems) fibers.push_back(std::make_unique<Fiber>());
   uint64_t ticks = 0;  // waits passed and progress passes that moved something

@@ -223,7 +223,7 @@ tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
     copies.push_back(p2pElem(WorkFunc::kCopy, selfSends[i]->sendbuff, selfRecvs[i]->recvbuff,
                              selfSends[i]->bytes));
   }
-  Phase phase;
+  Phase& phase = plan.phases.emplace_back();  // in place (stage 5: plan_ring.cc says why)
   if (!copies.empty() && plan.onDevice) {
     // On the GPU the copy engine does them, at device-copy speed (stage 5).
     for (const WorkElem& e : copies) {
@@ -233,7 +233,7 @@ tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
     TCCL_CHECK(addItem(phase, WorkKind::kP2p, -1, 0, nullptr, nullptr, copies));
   }
   TCCL_CHECK(orderP2pItems(comm, plan.onDevice, phase, sends, recvs));
-  if (phase.batch.nItems > 0 || !phase.deviceCopies.empty()) plan.phases.push_back(std::move(phase));
+  if (phase.batch.nItems == 0 && phase.deviceCopies.empty()) plan.phases.pop_back();
   return tcclSuccess;
 }
 
@@ -315,27 +315,31 @@ tcclResult_t runPhase(CommTasks& tasks, const CommPlan& plan, Phase& phase, bool
 
 tcclResult_t launchOneRankColl(tcclComm* comm, const CollTask& t, cudaStream_t stream,
                               bool* done) {
-  // The planner's way for what this does not cover: host buffers (a host executor runs
-  // them), the step timeline (it records the group's spans), a premultiplied sum (a kernel
-  // multiplies). Everything else about a one-rank collective is its copy, and a group of one
-  // costs the host about a microsecond to plan that (measured on the H100: NCCL's in-place
-  // one-rank all-reduce took 0.18 us of host time, tccl's 0.7 to 1.8 through the planner).
+  // The planner's way for what this does not cover: the step timeline (it records the
+  // group's spans), a premultiplied sum (a kernel multiplies), a copy between host buffers (a
+  // host executor runs it). Everything else about a one-rank collective is its copy, and a
+  // group of one cost the host about a microsecond to plan that (measured on the H100:
+  // NCCL's in-place one-rank all-reduce took 0.18 us of host time, tccl's 0.7 to 1.8 through
+  // the planner).
   *done = false;
-  if (comm->cudaDev < 0 || comm->tracePid >= 0) return tcclSuccess;
+  if (comm->tracePid >= 0) return tcclSuccess;
   WorkElem e;
-  TCCL_CHECK(makeCollElem(t, /*onDevice=*/true, &e));
+  TCCL_CHECK(makeCollElem(t, /*onDevice=*/comm->cudaDev >= 0, &e));
   if (!oneRankIsCopy(e)) return tcclSuccess;
   const size_t bytes = t.count * typeSize(t.dtype);
-  for (const void* buf : {t.sendbuff, static_cast<const void*>(t.recvbuff)}) {
-    if (bytes == 0) break;
-    MemType m;
-    TCCL_CHECK(pointerMemType(buf, comm->cudaDev, &m));
-    if (m != MemType::kDevice) return tcclSuccess;
+  const bool moves = bytes > 0 && t.sendbuff != t.recvbuff;
+  if (moves) {  // (in place, nothing moves, whatever memory it is)
+    if (comm->cudaDev < 0) return tcclSuccess;
+    for (const void* buf : {t.sendbuff, static_cast<const void*>(t.recvbuff)}) {
+      MemType m;
+      TCCL_CHECK(pointerMemType(buf, comm->cudaDev, &m));
+      if (m != MemType::kDevice) return tcclSuccess;
+    }
   }
   TCCL_CHECK(comm->checkAsyncError());
   *done = true;
   comm->opCount++;  // the operation's sequence number, as recordOps gives it
-  if (bytes == 0 || t.sendbuff == t.recvbuff) return tcclSuccess;  // nothing moves
+  if (!moves) return tcclSuccess;
   bool capturing = false;
   TCCL_CHECK(streamIsCapturing(stream, &capturing));
   static const WorkBatch kNoItems{};

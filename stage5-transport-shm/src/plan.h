@@ -117,8 +117,9 @@ tcclResult_t makeCollElem(const CollTask& t, bool onDevice, WorkElem* e);
 /// A one-rank collective whose result is its input: every reduction but a premultiplied sum
 /// (a sum divided by one rank is the sum). Then the GPU copies (plan_ring.cc; stage 5).
 bool oneRankIsCopy(const WorkElem& e);
-/// Stage 5: a one-rank collective alone in its group, on device buffers, whose result is a
-/// copy of its input: launched at once, without a plan (group_launch.cc). *done is
+/// Stage 5: a one-rank collective alone in its group whose result is a copy of its input: in
+/// place nothing at all, else (on device buffers) the copy, launched at once, without a plan
+/// (group_launch.cc). *done is
 /// false when it is not such a call; the caller then takes the planner's way.
 tcclResult_t launchOneRankColl(tcclComm* comm, const CollTask& t, cudaStream_t stream, bool* done);
 /// The p2p phase (group_launch.cc).

@@ -197,7 +197,7 @@ tcclResult_t planTree(tcclComm* comm, CommPlan& plan) {
   }
   const int n = comm->nranks, r = comm->rank;
   for (size_t first = 0; first < shapes.size(); first += kMaxShapes) {
-    Phase phase;
+    Phase& phase = plan.phases.emplace_back();  // in place (stage 5: plan_ring.cc says why)
     phase.batch.rank = r;
     phase.batch.nranks = n;
     for (size_t i = first; i < shapes.size() && i < first + kMaxShapes; i++) {
@@ -238,7 +238,6 @@ tcclResult_t planTree(tcclComm* comm, CommPlan& plan) {
     }
     TCCL_INFO(kColl, "tree plan: %zu shape(s), %d item(s)",
               std::min(shapes.size() - first, size_t(kMaxShapes)), phase.batch.nItems);
-    plan.phases.push_back(std::move(phase));
   }
   return tcclSuccess;
 }
