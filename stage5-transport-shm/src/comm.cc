@@ -153,6 +153,13 @@ static tcclResult_t checkPeers(tcclComm* comm) {
                 (long long)p.p2pLLThreshold, p.rank);
       return tcclInvalidUsage;
     }
+    // Stage 5: both ends cut a large send/recv into parts with this knob.
+    if (p.p2pMaxChannels != me.p2pMaxChannels) {
+      TCCL_WARN("TCCL_MAX_P2P_NCHANNELS differs: %lld on rank %d, %lld on rank %d (it must be "
+                "the same everywhere)", (long long)me.p2pMaxChannels, comm->rank,
+                (long long)p.p2pMaxChannels, p.rank);
+      return tcclInvalidUsage;
+    }
   }
   return tcclSuccess;
 }
@@ -182,6 +189,7 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   me.buffSize = uint64_t(tcclParamBuffSize());
   me.trace = traceEnabled() ? 1 : 0;
   me.p2pLLThreshold = tcclParamP2pLLThreshold();
+  me.p2pMaxChannels = tcclParamMaxP2pNChannels();
   cudaBusId(comm->cudaDev, me.busId, sizeof(me.busId));
   TCCL_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   TCCL_CHECK(checkPeers(comm));

@@ -55,6 +55,7 @@ struct PeerInfo {
   uint64_t buffSize;    // TCCL_BUFFSIZE: all ranks must agree (FIFO steps must line up)
   int32_t trace;        // TCCL_TRACE_FILE is set: every rank then helps measure clock offsets
   int64_t p2pLLThreshold;  // TCCL_P2P_LL_THRESHOLD: all ranks must agree (stage 5)
+  int64_t p2pMaxChannels;  // TCCL_MAX_P2P_NCHANNELS: all ranks must agree (stage 5)
   char busId[32];
 };
 
@@ -82,6 +83,7 @@ struct tcclComm {
   std::string name;       // config commName, for logs
   int deviceChannels = 0;  // stage 5: the device-buffer channel bound (plan_ring.cc; 0: not yet)
   int ranksPerGpu = 1;     // stage 5: the most ranks of this communicator sharing one GPU
+  int residentBlocks = 0;  // stage 5: kernel blocks this rank's GPU holds at once (kernel.cu)
   int minChannels = 0;    // config minCTAs / maxCTAs (0: unset); bound the channels per call
   int maxChannels = 0;
   std::unique_ptr<tccl::Bootstrap> bootstrap;

@@ -121,7 +121,8 @@ tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<
 
 namespace {
 
-/// Runs every item of the batch on this thread, one fiber per item (fiber.h). A fiber whose
+/// Runs every item of the batch on this thread, one fiber per item (fiber.h; stage 5: a single
+/// item runs without one, as said below). A fiber whose
 /// item must wait yields; after a round in which no item got past a wait, this thread runs
 /// progress passes, yields the core a few times, and finally sleeps where the bytes arrive
 /// (the engine's poll(), proxy.h) -- the ladder a pool thread climbs in waitAtLeast.

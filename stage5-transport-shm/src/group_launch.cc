@@ -8,14 +8,16 @@
  *      next: the collectives (stage 2, plan_ring.cc; stage 3 first picks each one's algorithm,
  *      tuning.h, and plans trees after rings, plan_tree.cc), then the p2p operations. In the p2p
  *      phase, one WorkItem per (peer, direction) holds that peer's sends (or receives) in
- *      issue order; sends to oneself are paired with receives from oneself as local copies;
+ *      issue order (stage 5: one per channel, each moving its part of every operation);
+ *      sends to oneself are paired with receives from oneself as local copies;
  *   3. connect the connectors the plan needs and that do not exist yet (lazily, as NCCL);
  *   4. run, phase by phase: host batches start on every communicator's pool and are then
  *      waited for; GPU batches are launched on their streams (stream order keeps the phases
  *      in order).
  *
- * Invariants: every rank cuts the same work from matching calls (items ordered by peer, elems
- * in issue order), so the two ends of each connector see the same sequence of messages;
+ * Invariants: every rank cuts the same work from matching calls (items ordered by peer --
+ * stage 5: by p2pOrderKey --, elems in issue order), so the two ends of each connector see the
+ * same sequence of messages;
  * zero-byte operations move nothing on either side; a plan that does not fit one batch is
  * refused with a message rather than split in a way that could deadlock.
  *
@@ -89,8 +91,7 @@ WorkElem p2pElem(WorkFunc f, const void* src, void* dst, size_t bytes) {
 // see orderP2pItems below). The cut depends on the message's size and these
 // communicator-wide numbers alone, so the receiver cuts the matching receive the same way;
 // each part is computed where it runs (p2pPart, device/p2p.h). TCCL_MAX_P2P_NCHANNELS, set,
-// lowers the bound. Every rank must use the same value.
-TCCL_PARAM(MaxP2pNChannels, "MAX_P2P_NCHANNELS", 0)
+// lowers the bound. Every rank must use the same value (plan.h; checked at init).
 constexpr size_t kP2pChannelBytes = 512 << 10;  // at least this much per part
 constexpr int kP2pMaxParts = 32;
 
@@ -111,11 +112,13 @@ int addPeerElems(tcclComm* comm, bool onDevice, Phase& phase, std::vector<WorkEl
   int channels = 1;
   for (WorkElem& e : elems) {
     e.nChannels = p2pParts(comm, e.count, onDevice);
-    channels = std::max(channels, e.nChannels);
-    // Stage 5: small messages go by LL (never cut: a part is at least 512 KiB).
+    // Stage 5: small messages go by LL, in one part (an LL step is 32 KiB: a message below
+    // the threshold gains nothing from more blocks, whatever TCCL_P2P_LL_THRESHOLD says).
     if (onDevice && comm->llAvailable && int64_t(e.count) <= tcclParamP2pLLThreshold()) {
       e.proto = kProtoLL;
+      e.nChannels = 1;
     }
+    channels = std::max(channels, e.nChannels);
     phase.batch.elems[phase.batch.nElems++] = e;
   }
   return channels;
@@ -316,8 +319,8 @@ tcclResult_t runPhase(CommTasks& tasks, const CommPlan& plan, Phase& phase, bool
 tcclResult_t launchOneRankColl(tcclComm* comm, const CollTask& t, cudaStream_t stream,
                               bool* done) {
   // The planner's way for what this does not cover: the step timeline (it records the
-  // group's spans), a premultiplied sum (a kernel multiplies), a copy between host buffers (a
-  // host executor runs it). Everything else about a one-rank collective is its copy, and a
+  // group's spans), a premultiplied sum (a kernel multiplies), host buffers (a host executor
+  // copies them, or the call must wait for the stream) -- except in place without a GPU. Everything else about a one-rank collective is its copy, and a
   // group of one cost the host about a microsecond to plan that (measured on the H100:
   // NCCL's in-place one-rank all-reduce took 0.18 us of host time, tccl's 0.7 to 1.8 through
   // the planner).
@@ -328,13 +331,18 @@ tcclResult_t launchOneRankColl(tcclComm* comm, const CollTask& t, cudaStream_t s
   if (!oneRankIsCopy(e)) return tcclSuccess;
   const size_t bytes = t.count * typeSize(t.dtype);
   const bool moves = bytes > 0 && t.sendbuff != t.recvbuff;
-  if (moves) {  // (in place, nothing moves, whatever memory it is)
-    if (comm->cudaDev < 0) return tcclSuccess;
+  // On a communicator with a GPU, host buffers take the planner's way even in place: a
+  // host-buffer call is ordered after the stream's earlier work (a copy into that buffer),
+  // and refused inside a capture. In place on device memory, or without a GPU, nothing moves.
+  if (comm->cudaDev >= 0 && bytes > 0) {
     for (const void* buf : {t.sendbuff, static_cast<const void*>(t.recvbuff)}) {
       MemType m;
       TCCL_CHECK(pointerMemType(buf, comm->cudaDev, &m));
       if (m != MemType::kDevice) return tcclSuccess;
+      if (!moves) break;  // (in place: one buffer)
     }
+  } else if (moves) {
+    return tcclSuccess;  // host buffers without a GPU: the host executor copies
   }
   TCCL_CHECK(comm->checkAsyncError());
   *done = true;

@@ -34,6 +34,10 @@
 // alike. (TCCL_PROTO governs collectives only, as NCCL_PROTO does.) Every rank must use the
 // same value (checked at init).
 TCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 32768)
+// Stage 5: the most parts (channels) a large device-buffer send/recv is cut into, as
+// NCCL_MAX_P2P_NCHANNELS; 0: the bound group_launch.cc computes. Every rank must use the same
+// value (checked at init): it decides how both ends cut a message.
+TCCL_PARAM(MaxP2pNChannels, "MAX_P2P_NCHANNELS", 0)
 
 namespace tccl {
 
@@ -51,8 +55,10 @@ struct DeviceCopy {
 /// Every block of a kernel must be resident together (a send block spins until its peer's
 /// receive block drains the FIFO, and a block that never gets an SM never does); tccl's
 /// 512-thread blocks take an SM each (they use more than 64 registers a thread), and an H100
-/// has 132. A p2p batch with more items than its share runs them in turns (kernel.cu,
-/// device/kernel_entry.cuh); group_launch.cc sizes the parts of large messages to fit.
+/// SXM has 132 SMs. group_launch.cc sizes the parts of large messages from this number (the
+/// same on every rank); the launcher caps a p2p kernel at the rank's share of what its GPU
+/// really holds (kernel.cu, residentBlocks), and a batch with more items than blocks runs
+/// them in turns (device/kernel_entry.cuh).
 constexpr int kP2pBlockBudget = 128;
 
 /// Stage 5: a p2p item's place in the order every rank gives its p2p items (group_launch.cc):

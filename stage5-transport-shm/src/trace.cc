@@ -172,6 +172,8 @@ void traceCollectGpu(tcclComm* comm) {
     TraceBuffer& buf = comm->traceBufs[b];
     const uint32_t n = buf.count;
     if (n == 0) continue;
+    // (Lane b is work item b: the block that ran it, except in a p2p kernel with fewer
+    // blocks than items, stage 5, where one block runs several in turn.)
     traceLane(comm, kTraceTidGpuBlock + b, "GPU block", b);
     const uint32_t kept = n < buf.cap ? n : buf.cap;
     traceCountDropped(n - kept);

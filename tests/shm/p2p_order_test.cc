@@ -66,8 +66,9 @@ struct SimGroup {
 
 using Order = std::function<bool(int rank, const SimItem&, const SimItem&)>;
 
-/// Runs the group on `blocks` blocks per rank, each rank's items sorted by `less` and dealt
-/// round-robin. True when every item finished.
+/// Runs the group with at most `blocks` blocks per rank (as the launcher: one per item up to
+/// that many, so ranks may have different counts), each rank's items sorted by `less` and
+/// dealt round-robin. True when every item finished.
 bool simulate(const SimGroup& g, int blocks, const Order& less) {
   std::vector<std::vector<std::vector<SimItem>>> queues(g.nranks);  // [rank][block] -> items
   for (int r = 0; r < g.nranks; r++) {
@@ -78,13 +79,15 @@ bool simulate(const SimGroup& g, int blocks, const Order& less) {
     }
     std::sort(items.begin(), items.end(),
               [&](const SimItem& a, const SimItem& b) { return less(r, a, b); });
-    queues[r].resize(size_t(blocks));
-    for (size_t i = 0; i < items.size(); i++) queues[r][i % size_t(blocks)].push_back(items[i]);
+    const size_t nb = std::max<size_t>(1, std::min(items.size(), size_t(blocks)));
+    queues[r].resize(nb);
+    for (size_t i = 0; i < items.size(); i++) queues[r][i % nb].push_back(items[i]);
   }
-  std::vector<std::vector<size_t>> head(g.nranks, std::vector<size_t>(size_t(blocks), 0));
+  std::vector<std::vector<size_t>> head(g.nranks);
+  for (int r = 0; r < g.nranks; r++) head[size_t(r)].assign(queues[size_t(r)].size(), 0);
   // Is (peer's item matching rank r's `it`) at the head of one of peer's blocks?
   auto headOf = [&](int rank, int peer, int channel, bool isSend, int* block) {
-    for (int b = 0; b < blocks; b++) {
+    for (int b = 0; b < int(queues[rank].size()); b++) {
       const auto& q = queues[rank][size_t(b)];
       if (head[rank][size_t(b)] < q.size()) {
         const SimItem& h = q[head[rank][size_t(b)]];
@@ -99,7 +102,7 @@ bool simulate(const SimGroup& g, int blocks, const Order& less) {
   for (bool progress = true; progress;) {
     progress = false;
     for (int r = 0; r < g.nranks; r++) {
-      for (int b = 0; b < blocks; b++) {
+      for (int b = 0; b < int(queues[r].size()); b++) {
         const auto& q = queues[r][size_t(b)];
         if (head[r][size_t(b)] >= q.size()) continue;
         const SimItem it = q[head[r][size_t(b)]];
@@ -113,7 +116,7 @@ bool simulate(const SimGroup& g, int blocks, const Order& less) {
     }
   }
   for (int r = 0; r < g.nranks; r++) {
-    for (int b = 0; b < blocks; b++) {
+    for (int b = 0; b < int(queues[r].size()); b++) {
       if (head[r][size_t(b)] < queues[r][size_t(b)].size()) return false;
     }
   }

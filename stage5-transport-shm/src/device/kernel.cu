@@ -1,6 +1,6 @@
 /*
  * device/kernel.cu: the GPU executor -- its launcher and base kernel, one thread block per
- * work item.
+ * work item (stage 5: a large p2p batch, fewer blocks that take its items in turns).
  *
  * What it is: the kernels (device/kernel_entry.cuh) run exactly the algorithm code the host
  * executor runs (runWorkItem, primitives, reduceCopy), with the DeviceBackend: the block's
@@ -11,7 +11,8 @@
  *
  * Invariants: every block of the grid is resident at once (items depend on each other through
  * peers: see executor.h), which holds because a batch has at most kMaxWorkItems blocks of
- * kThreads threads; a failing item writes its status word, never clears one. A batch whose
+ * kThreads threads (stage 5: and a p2p batch at most its rank's share of the blocks the GPU
+ * holds at once, residentBlocks); a failing item writes its status word, never clears one. A batch whose
  * reducing collectives have several element types runs as one launch per type (stage 5).
  *
  * CUDA graphs (stage 5): a launch inside a stream capture becomes a kernel node whose
@@ -78,6 +79,24 @@ __global__ void __launch_bounds__(kThreads) tcclCopyKernel(const __grid_constant
 }
 
 namespace {
+/// Stage 5: how many blocks of kThreads threads of the base kernels this rank's GPU holds at
+/// once (its SMs times the blocks an SM takes), asked of CUDA once per communicator.
+int residentBlocks(tcclComm* comm) {
+  if (comm->residentBlocks > 0) return comm->residentBlocks;
+  int sms = 0, perSm = 0, perSmSimple = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm->cudaDev) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, tcclKernel, kThreads, 0) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSmSimple, tcclKernelSimple, kThreads, 0) !=
+          cudaSuccess) {
+    (void)cudaGetLastError();  // (not sticky; fall back to the plan's assumption)
+    return comm->residentBlocks = kP2pBlockBudget;
+  }
+  comm->residentBlocks = std::max(1, sms * std::min(perSm, perSmSimple));
+  TCCL_INFO(kInit, "GPU %d holds %d blocks of %d threads at once (%d SMs)", comm->cudaDev,
+            comm->residentBlocks, kThreads, sms);
+  return comm->residentBlocks;
+}
+
 /// Launches the copies a KernelCopies holds, and empties it.
 tcclResult_t flushKernelCopies(KernelCopies& k, cudaStream_t stream) {
   if (k.n == 0) return tcclSuccess;
@@ -224,12 +243,17 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
   if (nKernels == 0 && batch.nItems > 0) {
     kernels[nKernels++] = anyLL ? tcclKernel : tcclKernelSimple;
   }
-  // One block per item; a p2p batch gets at most its ranks' share of kP2pBlockBudget
-  // (plan.h): more could not all be resident when ranks share the GPU.
+  // One block per item; a p2p batch gets at most this rank's share of the blocks its GPU
+  // holds at once (plan.h, kP2pBlockBudget): more could not all be resident, with the
+  // GPU's other ranks' blocks beside them. The config's maxCTAs bounds it too.
   int blocks = batch.nItems;
   bool allP2p = true;
   for (int i = 0; i < batch.nItems && allP2p; i++) allP2p = batch.items[i].kind == WorkKind::kP2p;
-  if (allP2p) blocks = std::min(blocks, std::max(1, kP2pBlockBudget / comm->ranksPerGpu));
+  if (allP2p) {
+    int share = std::min(kP2pBlockBudget, residentBlocks(comm)) / comm->ranksPerGpu;
+    if (comm->maxChannels > 0) share = std::min(share, comm->maxChannels);
+    blocks = std::min(blocks, std::max(1, share));
+  }
   for (int k = 0; k < nKernels; k++) {
     // Before the launch: the proxy must poll memory (a kernel cannot kick it) until kernelDone.
     if (hostCallback) comm->gpuOpsInFlight.fetch_add(1, std::memory_order_acq_rel);

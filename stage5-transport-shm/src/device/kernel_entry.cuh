@@ -57,8 +57,7 @@ template <class Backend>
 __device__ __forceinline__ void runKernel(const WorkBatch& batch, bool copies) {
   for (int i = int(blockIdx.x); i < batch.nItems; i += int(gridDim.x)) {
     // The LL protocol's stop word starts lowered (device_backend.cuh); the barrier makes that
-    // visible to every thread before any can raise it (and, for a block's second item, that
-    // every thread is done with the first).
+    // visible to every thread before any can raise it.
     if (threadIdx.x == 0) DeviceBackend::stopWord() = kWorkOk;
     __syncthreads();
     Backend be;
@@ -68,6 +67,9 @@ __device__ __forceinline__ void runKernel(const WorkBatch& batch, bool copies) {
     uint32_t status = runWorkItem(be, batch, i);
     if (threadIdx.x == 0 && status != kWorkOk) batch.status[i] = status;
     if (threadIdx.x == 0 && be.trace != nullptr) be.trace->count = be.traceCount;
+    // Barrier: every thread has finished with this item (and read the stop word) before the
+    // leader lowers the word for the next one.
+    if (i + int(gridDim.x) < batch.nItems) __syncthreads();
   }
 }
 
