@@ -202,6 +202,12 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
     }
     comm->ranksPerGpu = std::max(comm->ranksPerGpu, same);
   }
+  // Stage 5: more ranks on this host than it has cores, and host waiters yield at once
+  // (host_backend.h, spinPolls). (The host's cores, not this process's affinity: a rank bound
+  // to one core is not oversubscribed for that.)
+  int local = 0;
+  for (const PeerInfo& p : comm->peers) local += p.hostHash == me.hostHash ? 1 : 0;
+  comm->oversubscribed = local > int(sysconf(_SC_NPROCESSORS_ONLN));
   // Stage 5: whether this rank's kernels reach every peer over a transport with LL slots;
   // the communicator has LL only where every rank's kernels do (tuningCheckPeers).
   bool llReach = true;

@@ -83,6 +83,7 @@ HostBackend hostBackend(tcclComm* comm) {
   Kickable* proxy = comm->proxy.get();
   HostBackend be{comm->abortFlag, &comm->progress, proxy ? proxy : &noProxy,
                  comm->peerWatch.get()};
+  if (comm->oversubscribed) be.spinPolls = 0;  // stage 5 (host_backend.h)
   if (comm->tracePid >= 0) {
     be.traceSink = &traceRecordEmit;
     be.tracePid = comm->tracePid;

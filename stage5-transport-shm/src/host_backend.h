@@ -85,6 +85,10 @@ struct HostBackend {
   ProgressSignal* progress;  // notified by the proxy whenever it moves a counter
   Kickable* proxy;           // kicked after we move a counter
   PeerCheck* peers = nullptr;  // SHM peers (stage 5): poll longer, and check they live
+  // Stage 5: polls with the pause instruction before the first sched_yield. 0 when this
+  // host runs more ranks than it has cores: a peer that must run before our counter moves
+  // may be waiting for this very core (Open MPI yields at once when oversubscribed too).
+  int spinPolls = 128;
   // Set when the items run as fibers on one thread (executor_host.cc): a wait that cannot
   // pass calls yield (Fiber::yield: the next item runs) instead of spinning, and every wait
   // passed (or progress pass that moved something) bumps fiberTicks, which tells the
@@ -132,7 +136,7 @@ struct HostBackend {
         spin = 0;  // something moved: look again at once
         continue;
       }
-      if (spin < 128) {
+      if (spin < spinPolls) {
         cpuRelax();  // a short spin catches the common case of a quick reply
         continue;
       }
