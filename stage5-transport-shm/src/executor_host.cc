@@ -122,11 +122,11 @@ tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<
 
 namespace {
 
-/// Runs every item of the batch on this thread, one fiber per item (fiber.h; stage 5: a single
-/// item runs without one, as said below). A fiber whose
-/// item must wait yields; after a round in which no item got past a wait, this thread runs
-/// progress passes, yields the core a few times, and finally sleeps where the bytes arrive
-/// (the engine's poll(), proxy.h) -- the ladder a pool thread climbs in waitAtLeast.
+/// Runs every item of the batch on this thread, one fiber per item (fiber.h; stage 5: a lone
+/// item runs without one). A fiber whose item must wait yields; after a round in which no
+/// item got past a wait, this thread runs progress passes, yields the core a few times, and
+/// finally sleeps where the bytes arrive (the engine's poll(), proxy.h) -- the ladder a pool
+/// thread climbs in waitAtLeast.
 tcclResult_t runItemsAsFibers(tcclComm* comm, const WorkBatch& batch,
                               std::vector<uint32_t>& status) {
   if (batch.nItems == 1) {

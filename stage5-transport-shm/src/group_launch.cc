@@ -73,6 +73,7 @@ WorkElem p2pElem(WorkFunc f, const void* src, void* dst, size_t bytes) {
   e.sendbuff = src;
   e.recvbuff = dst;
   e.count = bytes;
+  e.nChannels = 1;  // one part (stage 5: addPeerElems cuts large device-buffer ones)
   return e;
 }
 
@@ -320,10 +321,10 @@ tcclResult_t launchOneRankColl(tcclComm* comm, const CollTask& t, cudaStream_t s
                               bool* done) {
   // The planner's way for what this does not cover: the step timeline (it records the
   // group's spans), a premultiplied sum (a kernel multiplies), host buffers (a host executor
-  // copies them, or the call must wait for the stream) -- except in place without a GPU. Everything else about a one-rank collective is its copy, and a
-  // group of one cost the host about a microsecond to plan that (measured on the H100:
-  // NCCL's in-place one-rank all-reduce took 0.18 us of host time, tccl's 0.7 to 1.8 through
-  // the planner).
+  // copies them, or the call must wait for the stream) -- except in place without a GPU.
+  // Everything else about a one-rank collective is its copy, and a group of one cost the
+  // host about a microsecond to plan that (measured on the H100: NCCL's in-place one-rank
+  // all-reduce took 0.18 us of host time, tccl's 0.7 to 1.8 through the planner).
   *done = false;
   if (comm->tracePid >= 0) return tcclSuccess;
   WorkElem e;

@@ -12,8 +12,9 @@
  * Invariants: every block of the grid is resident at once (items depend on each other through
  * peers: see executor.h), which holds because a batch has at most kMaxWorkItems blocks of
  * kThreads threads (stage 5: and a p2p batch at most its rank's share of the blocks the GPU
- * holds at once, residentBlocks); a failing item writes its status word, never clears one. A batch whose
- * reducing collectives have several element types runs as one launch per type (stage 5).
+ * holds at once, residentBlocks); a failing item writes its status word, never clears one.
+ * A batch whose reducing collectives have several element types runs as one launch per type
+ * (stage 5).
  *
  * CUDA graphs (stage 5): a launch inside a stream capture becomes a kernel node whose
  * parameter is the batch, unchanged at every replay. That is enough, because nothing in the
@@ -84,10 +85,13 @@ namespace {
 int residentBlocks(tcclComm* comm) {
   if (comm->residentBlocks > 0) return comm->residentBlocks;
   int sms = 0, perSm = 0, perSmSimple = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm->cudaDev) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, tcclKernel, kThreads, 0) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSmSimple, tcclKernelSimple, kThreads, 0) !=
-          cudaSuccess) {
+  const bool asked =
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm->cudaDev) == cudaSuccess &&
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, tcclKernel, kThreads, 0) ==
+          cudaSuccess &&
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSmSimple, tcclKernelSimple, kThreads, 0) ==
+          cudaSuccess;
+  if (!asked) {
     (void)cudaGetLastError();  // (not sticky; fall back to the plan's assumption)
     return comm->residentBlocks = kP2pBlockBudget;
   }

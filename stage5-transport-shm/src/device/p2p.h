@@ -41,7 +41,7 @@ TCCL_HOST_DEVICE inline void p2pPart(uint64_t bytes, int c, int n, uint64_t* off
 /// Stage 5: whether the item's channel moves a part of elem `w` (an operation cut into fewer
 /// parts has none on the higher channels; the items of all channels share the elems).
 TCCL_HOST_DEVICE inline bool p2pOnChannel(const WorkElem& w, const WorkItem& item) {
-  return w.func == WorkFunc::kCopy || item.channel < w.nChannels;
+  return item.channel < w.nChannels;
 }
 
 /// Runs the item's elems from *e on while they have the same protocol as elem *e, on one
@@ -56,8 +56,8 @@ TCCL_HOST_DEVICE uint32_t runP2pElems(Backend& be, const WorkBatch& batch, const
   for (; *e < item.elemStart + item.elemCount && batch.elems[*e].proto == proto; ++*e) {
     const WorkElem& w = batch.elems[*e];
     if (!p2pOnChannel(w, item)) continue;
-    uint64_t off = 0, len = w.count;
-    if (w.func != WorkFunc::kCopy) p2pPart(w.count, item.channel, w.nChannels, &off, &len);
+    uint64_t off, len;
+    p2pPart(w.count, item.channel, w.nChannels, &off, &len);
     const Bytes* src = static_cast<const Bytes*>(w.sendbuff);
     Bytes* dst = static_cast<Bytes*>(w.recvbuff);
     switch (w.func) {
