@@ -44,6 +44,7 @@ class Proxy;
 class WorkerPool;
 class Fiber;
 class PeerWatch;
+struct PlanCache;
 
 /// What each rank tells the others at init (all-gathered over the bootstrap).
 struct PeerInfo {
@@ -115,6 +116,9 @@ struct tcclComm {
   std::unique_ptr<tccl::Proxy> proxy;
   std::unique_ptr<tccl::WorkerPool> workers;
   std::vector<std::unique_ptr<tccl::Fiber>> fibers;  // host items run on the caller (fiber.h)
+  // Stage 5: the last host collective's plan, reused by the next call of its shape
+  // (plan_cache.cc); null until then.
+  std::unique_ptr<tccl::PlanCache> planCache;
 
   // GPU launches: each waits for the previous one so operations stay in issue order even when
   // the user switches streams.

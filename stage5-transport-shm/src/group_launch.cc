@@ -365,6 +365,12 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
     TCCL_CHECK(launchOneRankColl(comms[0].comm, comms[0].colls[0], comms[0].stream, &done));
     if (done) return tcclSuccess;
   }
+  // Stage 5: a group of one collective on host buffers shaped like the last one reuses its
+  // plan (plan_cache.cc).
+  if (comms.size() == 1) {
+    tcclResult_t res;
+    if (planCacheRun(comms[0], &res)) return res;
+  }
   const uint64_t t0 = traceEnabled() ? traceNowNs() : 0;
   std::vector<CommPlan> plans(comms.size());
   std::vector<PendingConnects> pending;
@@ -411,19 +417,32 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
     TCCL_CHECK(connectAll(pending));
   }
 
+  tcclResult_t res = runPlans(comms.data(), plans.data(), plans.size());
+  for (size_t i = 0; i < plans.size(); i++) {
+    // A traced capture was refused (launchGpuBatch): its spans are not recorded, because the
+    // trace's host callback and event must not land in the user's graph.
+    if (plans[i].capturing && comms[i].comm->tracePid >= 0) continue;
+    recordOps(comms[i], plans[i].onDevice, t0);
+  }
+  if (res == tcclSuccess && comms.size() == 1) planCacheKeep(comms[0], plans[0]);  // stage 5
+  return res;
+}
+
+tcclResult_t runPlans(CommTasks* comms, CommPlan* plans, size_t n) {
   // Phase by phase, host batches of every communicator start before any is waited for
   // (several ranks may be driven by this one thread); GPU batches are simply launched.
   size_t nPhases = 0;
-  for (auto& plan : plans) nPhases = std::max(nPhases, plan.phases.size());
-  const bool callerRuns = plans.size() == 1;
+  for (size_t i = 0; i < n; i++) nPhases = std::max(nPhases, plans[i].phases.size());
+  const bool callerRuns = n == 1;
   tcclResult_t res = tcclSuccess;
   for (size_t ph = 0; ph < nPhases && res == tcclSuccess; ph++) {
-    for (size_t i = 0; i < plans.size() && res == tcclSuccess; i++) {
+    for (size_t i = 0; i < n && res == tcclSuccess; i++) {
       if (ph < plans[i].phases.size()) {
+        plans[i].phases[ph].started = false;  // (a kept plan ran before: plan_cache.cc)
         res = runPhase(comms[i], plans[i], plans[i].phases[ph], callerRuns);
       }
     }
-    for (size_t i = 0; i < plans.size(); i++) {
+    for (size_t i = 0; i < n; i++) {
       if (ph >= plans[i].phases.size() || !plans[i].phases[ph].started) continue;
       Phase& phase = plans[i].phases[ph];
       // A failure after some batches started would leave them waiting for peers that will
@@ -432,12 +451,6 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
       tcclResult_t r = finishHostBatch(comms[i].comm, phase.batch, phase.status, callerRuns);
       if (res == tcclSuccess) res = r;
     }
-  }
-  for (size_t i = 0; i < plans.size(); i++) {
-    // A traced capture was refused (launchGpuBatch): its spans are not recorded, because the
-    // trace's host callback and event must not land in the user's graph.
-    if (plans[i].capturing && comms[i].comm->tracePid >= 0) continue;
-    recordOps(comms[i], plans[i].onDevice, t0);
   }
   return res;
 }

@@ -100,6 +100,22 @@ struct CommPlan {
   std::vector<Phase> phases;
 };
 
+/// Stage 5: the plan of a communicator's last group of one collective on host buffers, kept
+/// for the next call of the same shape (plan_cache.cc).
+struct PlanCache {
+  CollTask shape;  // the call; its buffers are written into the plan's elems at each reuse
+  CommPlan plan;
+};
+
+/// Stage 5: runs `tasks` (a group on one communicator) with the kept plan when it has the
+/// kept shape; *result is then the call's result. False: not such a call, plan it.
+bool planCacheRun(CommTasks& tasks, tcclResult_t* result);
+/// Stage 5: keeps `plan` (just run, successfully) when `tasks` may be reused; takes its phases.
+void planCacheKeep(CommTasks& tasks, CommPlan& plan);
+/// Step 4 of tcclGroupEnd (group_launch.cc): runs the `n` communicators' plans phase by phase
+/// (stage 5: also the kept plan, plan_cache.cc).
+tcclResult_t runPlans(CommTasks* comms, CommPlan* plans, size_t n);
+
 /// Appends an item to `phase` that runs `elems` over connectors `send` and `recv` (either may
 /// be null). Fails with a message when the batch is full.
 tcclResult_t addItem(Phase& phase, WorkKind kind, int peer, int channel, Connector* send,

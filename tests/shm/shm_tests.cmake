@@ -7,6 +7,8 @@
 # From stage 5 on, ranks of one host talk over SHM by default, so every earlier feature's
 # tests (re-run by this stage) already exercise it. This fragment adds:
 #   proto_choice     TCCL_PROTO and the protocol choice of the cost model (no communication)
+#   plan_cache       the kept plan of the last host collective: reused for calls of its
+#                    shape only, each time with the call's own buffers (1..3 ranks)
 #   p2p_order        the parts of a large GPU send/recv, and the item order that lets a p2p
 #                    kernel with fewer blocks than items run them in turns (a simulation)
 #   shm              segments, descriptor passing, and what a communicator leaves behind
@@ -48,6 +50,16 @@ target_include_directories(${_t} PRIVATE ${TCCL_STAGE_DIR}/include ${TCCL_STAGE_
 target_link_libraries(${_t} PRIVATE tccl_common GTest::gtest_main Threads::Threads)
 tccl_warnings(${_t})
 tccl_add_test(NAME ${TCCL_STAGE_PREFIX}p2p_order COMMAND ${_t} LABELS ${_shm_labels} TIMEOUT 60)
+
+# The kept plan of the last host collective (plan_cache.cc): reused only for its shape.
+tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_plan_cache PUBLIC_API
+  SOURCES ${_shm_src}/plan_cache_test.cc INCLUDES ${_shm_src}/../ring)
+tccl_stage_nps(_nps 1 2 3)
+foreach(np IN LISTS _nps)
+  tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}plan_cache NP ${np}
+    COMMAND ${TCCL_STAGE_PREFIX}test_plan_cache
+    LABELS ${_shm_labels} coll TIMEOUT 120)
+endforeach()
 
 tccl_stage_nps(_nps 1 2 3 4)
 foreach(np IN LISTS _nps)
