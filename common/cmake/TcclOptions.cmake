@@ -1,5 +1,5 @@
 # Shared build settings for the whole tree and for every stage built on its own.
-# Included once; sets TCCL_HAVE_CUDA and the warning flags.
+# Included once; sets TCCL_HAVE_CUDA, TCCL_HAVE_IB and the warning flags.
 include_guard(GLOBAL)
 
 if(NOT DEFINED TCCL_WITH_CUDA)
@@ -7,6 +7,24 @@ if(NOT DEFINED TCCL_WITH_CUDA)
 endif()
 if(NOT DEFINED TCCL_WITH_MPI)
   option(TCCL_WITH_MPI "Build the MPI-launched tests, examples and benchmarks" ON)
+endif()
+if(NOT DEFINED TCCL_WITH_IB)
+  set(TCCL_WITH_IB "AUTO" CACHE STRING "Build the verbs Net (stage 6): ON, OFF or AUTO")
+endif()
+
+# Verbs (stage 6): the IB Net needs only libibverbs' headers to build; the library itself is
+# opened with dlopen at run time (a machine without it runs over sockets). AUTO builds it when
+# infiniband/verbs.h is found (Debian: libibverbs-dev).
+set(TCCL_HAVE_IB OFF)
+if(NOT TCCL_WITH_IB STREQUAL "OFF")
+  find_path(TCCL_IBVERBS_INCLUDE_DIR infiniband/verbs.h)
+  if(TCCL_IBVERBS_INCLUDE_DIR)
+    set(TCCL_HAVE_IB ON)
+  elseif(TCCL_WITH_IB STREQUAL "ON")
+    message(FATAL_ERROR "TCCL_WITH_IB=ON but infiniband/verbs.h was not found (libibverbs-dev)")
+  else()
+    message(STATUS "tccl: no infiniband/verbs.h: the verbs Net is not built (libibverbs-dev)")
+  endif()
 endif()
 
 set(CMAKE_CXX_STANDARD 17)
