@@ -11,15 +11,18 @@
 TCCL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # The packages every build needs (compilers, CMake + Ninja, Open MPI, GoogleTest, tools the
-# tests use).
+# tests use; stage 6: the verbs headers, for its verbs Net -- the library is opened at run time).
 TCCL_BUILD_PACKAGES=(build-essential cmake ninja-build openmpi-bin libopenmpi-dev libgtest-dev
-  libgmock-dev pkg-config iproute2 python3)
+  libgmock-dev pkg-config iproute2 python3 libibverbs-dev)
 # ... plus what tools/test needs: the docs toolchain, clang for the fuzzers, matplotlib for
 # tools/trace and tools/plot (their tests draw pictures), and Debian's torch 1.13 (CPU) with
 # its headers for stage 4's torch.distributed backend (python3-dev: Python.h).
 TCCL_TORCH_PACKAGES=(python3-torch libtorch-dev python3-dev)
+# Stage 6's real verbs device: Soft-RoCE in a QEMU guest (tools/rxe/run.sh).
+TCCL_RXE_PACKAGES=(qemu-system-x86 busybox-static kmod cpio ibverbs-providers ibverbs-utils
+  rdma-core iproute2)
 TCCL_TEST_PACKAGES=("${TCCL_BUILD_PACKAGES[@]}" doxygen graphviz mkdocs mkdocs-material clang
-  python3-matplotlib "${TCCL_TORCH_PACKAGES[@]}")
+  python3-matplotlib "${TCCL_TORCH_PACKAGES[@]}" "${TCCL_RXE_PACKAGES[@]}")
 
 banner() {
   local line="=================================================================================="

@@ -20,14 +20,18 @@
 #          steps), the LL sweep and patterns again (also alone: llwrap);
 #   tune   the cost model's device constants, Simple and LL (tools/bench/tune.sh's fit).
 # Usage: tools/gpu/stage5.sh [build] [test] [llwrap] [bench] [tune]   (default: build test bench)
-# Environment: OUT (logs; default ./gpu-out).
+# Environment: OUT (logs; default ./gpu-out), TCCL_GPU_STAGE (a later stage, e.g.
+# stage6-transport-ib, to run the same suite on; default stage5-transport-shm).
 # Added in: stage 5.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"
-STAGE=stage5-transport-shm
+# TCCL_GPU_STAGE picks a later chapter, which runs the same suite (stage 6: the network
+# variants then go through its network transport and socket Net).
+STAGE=${TCCL_GPU_STAGE:-stage5-transport-shm}
+P=s${STAGE:5:1}_  # the stage's test prefix: s5_, s6_
 B=$ROOT/build-gpu-$STAGE
 T=$B  # test programs: at the top of a stage's own build tree
 # nccl-tests builds, $NB-real and $NB-tccl (two trees: they build at once); under build-*
@@ -92,12 +96,12 @@ ll_wrap_tests() {
   cmake -S "$STAGE" -B "$W" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
     -DTCCL_WITH_TORCH=OFF -DCMAKE_CUDA_FLAGS=-DTCCL_LL_TEST_CLEANUP \
     -DCMAKE_CXX_FLAGS=-DTCCL_LL_TEST_CLEANUP >"$OUT/llwrap-cmake.log" 2>&1 &&
-    cmake --build "$W" -j"$(nproc)" --target s5_test_ring_sweep s5_test_p2p_patterns \
+    cmake --build "$W" -j"$(nproc)" --target ${P}test_ring_sweep ${P}test_p2p_patterns \
       >"$OUT/llwrap-build.log" 2>&1 || { tail -20 "$OUT/llwrap-build.log"; return; }
-  T=$W LOGTAG=-llwrap run_case p2p 2 s5_test_ring_sweep -x TCCL_PROTO=LL
-  T=$W LOGTAG=-llwrap run_case p2p 3 s5_test_ring_sweep -x TCCL_PROTO=LL -x TCCL_ALGO=ring
-  T=$W LOGTAG=-llwrap run_case shm 2 s5_test_ring_sweep -x TCCL_PROTO=LL
-  T=$W LOGTAG=-llwrap run_case p2p 2 s5_test_p2p_patterns -x TCCL_P2P_LL_THRESHOLD=100000
+  T=$W LOGTAG=-llwrap run_case p2p 2 ${P}test_ring_sweep -x TCCL_PROTO=LL
+  T=$W LOGTAG=-llwrap run_case p2p 3 ${P}test_ring_sweep -x TCCL_PROTO=LL -x TCCL_ALGO=ring
+  T=$W LOGTAG=-llwrap run_case shm 2 ${P}test_ring_sweep -x TCCL_PROTO=LL
+  T=$W LOGTAG=-llwrap run_case p2p 2 ${P}test_p2p_patterns -x TCCL_P2P_LL_THRESHOLD=100000
 }
 
 if want llwrap; then
@@ -110,43 +114,45 @@ if want test; then
   mps_on
   ll_wrap_tests
   for tr in p2p shm net; do
-    run_case $tr 3 s5_test_ring_sweep
-    run_case $tr 2 s5_test_p2p_patterns
-    run_case $tr 3 s5_test_p2p_patterns
+    run_case $tr 3 ${P}test_ring_sweep
+    run_case $tr 2 ${P}test_p2p_patterns
+    run_case $tr 3 ${P}test_p2p_patterns
   done
-  run_case p2p 2 s5_test_ring_sweep
-  run_case p2p 2 s5_test_p2p_large
-  run_case p2p 3 s5_test_ring_group
+  run_case p2p 2 ${P}test_ring_sweep
+  run_case p2p 2 ${P}test_p2p_large
+  run_case p2p 3 ${P}test_ring_group
   # CUDA graphs: capture, 100 replays, each checked (tests/gpu/cuda_graph_test.cc).
-  for np in 1 2 3; do run_case p2p $np s5_test_cuda_graph; done
-  run_case shm 2 s5_test_cuda_graph
+  for np in 1 2 3; do run_case p2p $np ${P}test_cuda_graph; done
+  run_case shm 2 ${P}test_cuda_graph
   # The LL protocol forced (TCCL_PROTO=LL for collectives; send/recv below a raised
   # TCCL_P2P_LL_THRESHOLD): the sweep on the ring and on recursive doubling (3 and 5 ranks:
   # with folding), over P2P and SHM; the P2P patterns; large messages; graphs (not the case
   # that captures host buffers, which TCCL_PROTO=LL refuses).
   LL=(-x TCCL_PROTO=LL)
   LLP=(-x TCCL_P2P_LL_THRESHOLD=100000)
-  run_case p2p 2 s5_test_ring_sweep "${LL[@]}"
-  run_case p2p 3 s5_test_ring_sweep "${LL[@]}" -x TCCL_ALGO=ring
-  run_case p2p 3 s5_test_ring_sweep "${LL[@]}" -x TCCL_ALGO=recdoubling --gtest_filter=*allreduce*
-  run_case p2p 5 s5_test_ring_sweep "${LL[@]}" -x TCCL_ALGO=recdoubling --gtest_filter=*allreduce*
-  run_case shm 2 s5_test_ring_sweep "${LL[@]}"
-  run_case p2p 2 s5_test_p2p_patterns -x TCCL_P2P_LL_THRESHOLD=1000000000
-  run_case p2p 3 s5_test_p2p_patterns "${LLP[@]}"
-  run_case shm 2 s5_test_p2p_patterns "${LLP[@]}"
-  run_case p2p 2 s5_test_p2p_large -x TCCL_P2P_LL_THRESHOLD=100000000
-  run_case p2p 2 s5_test_cuda_graph "${LL[@]}" "${LLP[@]}" --gtest_filter=-*HostBuffers*
-  run_case p2p 3 s5_test_cuda_graph "${LL[@]}" "${LLP[@]}" --gtest_filter=-*HostBuffers*
+  run_case p2p 2 ${P}test_ring_sweep "${LL[@]}"
+  run_case p2p 3 ${P}test_ring_sweep "${LL[@]}" -x TCCL_ALGO=ring
+  run_case p2p 3 ${P}test_ring_sweep "${LL[@]}" -x TCCL_ALGO=recdoubling --gtest_filter=*allreduce*
+  run_case p2p 5 ${P}test_ring_sweep "${LL[@]}" -x TCCL_ALGO=recdoubling --gtest_filter=*allreduce*
+  run_case shm 2 ${P}test_ring_sweep "${LL[@]}"
+  run_case p2p 2 ${P}test_p2p_patterns -x TCCL_P2P_LL_THRESHOLD=1000000000
+  run_case p2p 3 ${P}test_p2p_patterns "${LLP[@]}"
+  run_case shm 2 ${P}test_p2p_patterns "${LLP[@]}"
+  run_case p2p 2 ${P}test_p2p_large -x TCCL_P2P_LL_THRESHOLD=100000000
+  run_case p2p 2 ${P}test_cuda_graph "${LL[@]}" "${LLP[@]}" --gtest_filter=-*HostBuffers*
+  run_case p2p 3 ${P}test_cuda_graph "${LL[@]}" "${LLP[@]}" --gtest_filter=-*HostBuffers*
   log "transport lines (TCCL_DEBUG_SUBSYS=INIT), 2 ranks"
-  for tr in "" "-x TCCL_P2P_DISABLE=1"; do
+  # (The network too: stage 6 says there which Net it took, and why not verbs.)
+  for tr in "" "-x TCCL_P2P_DISABLE=1" "-x TCCL_P2P_DISABLE=1 -x TCCL_SHM_DISABLE=1"; do
     # shellcheck disable=SC2086
     TMO=60 mpi -np 2 -x TCCL_DEBUG=INFO -x TCCL_DEBUG_SUBSYS=INIT $tr "$B/bench/tccl_perf" \
-      -t allreduce -m device -b 1M -e 1M -n 1 -w 0 2>&1 | grep -E " via " | sort | uniq | head -4
+      -t allreduce -m device -b 1M -e 1M -n 1 -w 0 2>&1 | grep -E " via |NET/IB:" |
+      sort -t: -k4 | uniq | head -6
   done
   mps_off
   log "without MPS (time-sliced), 2 ranks"
-  run_case p2p 2 s5_test_p2p_patterns
-  run_case p2p 2 s5_test_cuda_graph
+  run_case p2p 2 ${P}test_p2p_patterns
+  run_case p2p 2 ${P}test_cuda_graph
   log "/dev/shm after the runs: $(ls /dev/shm | grep -c tccl) entries named tccl"
 fi
 
