@@ -6,6 +6,8 @@
  */
 #include "transport/net/net_transport.h"
 
+#include <algorithm>
+
 #include "comm.h"
 #include "trace.h"
 
@@ -190,8 +192,13 @@ tcclResult_t NetTransportSend::progress(tcclComm& comm, Connector& c, bool* didW
     TCCL_CHECK(net_.test(r.reqs[slot], &done, nullptr));
     if (!done) return tcclSuccess;
     r.reqs[slot] = nullptr;
+    // On the timeline a step starts when the Net got it or when the one before it was done,
+    // whichever is later: steps in flight queue behind each other, and a span from the post
+    // alone would count one wait eight times.
+    if (comm.tracePid >= 0) {
+      traceProxyStep(comm, c, step, r.sizes[slot], std::max(r.t0[slot], r.lastMovedNs));
+    }
     r.lastMovedNs = traceNowNs();
-    traceProxyStep(comm, c, step, r.sizes[slot], r.t0[slot]);
     // Release: nothing of ours reads the slot (or the lent buffer) after this.
     storeRelease(&fifo->head, step + 1);
     *didWork = true;
@@ -302,9 +309,11 @@ tcclResult_t NetTransportRecv::progress(tcclComm& comm, Connector& c, bool* didW
     }
     // Publish the step: size first, then tail with release so the executor sees both the
     // bytes and the size once it sees the new tail.
-    r.lastMovedNs = traceNowNs();
     fifo->sizes[slot] = int64_t(size);
-    traceProxyStep(comm, c, step, int64_t(size), r.t0[slot]);  // before tail: seen later
+    if (comm.tracePid >= 0) {  // (from its post or the step before, as on the send side)
+      traceProxyStep(comm, c, step, int64_t(size), std::max(r.t0[slot], r.lastMovedNs));
+    }
+    r.lastMovedNs = traceNowNs();  // before tail: the consumer sees the step later
     storeRelease(&fifo->tail, step + 1);
     *didWork = true;
   }
