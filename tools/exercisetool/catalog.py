@@ -147,6 +147,18 @@ EXERCISES = [
         # (rd_sweep sets TCCL_ALGO=recdoubling itself: a test's ENVIRONMENT wins over ours.)
         tests=["{p}rd_sweep.np3", "{p}rd_sweep.np4"],
         targets=["{p}test_ring_sweep"], gtest_filter="*allreduce*"),
+    # ---- chapter 6: the net interface and the verbs Net -------------------------------------
+    Exercise(
+        id="6.1", title="the sender reads its ready-to-receive entry", level="medium",
+        file="src/transport/net/ib/net_ib.cc",
+        stubs=["(void)e, (void)k, (void)size, (void)ready, (void)bytes;  // remove once used\n"
+               "return tcclInternalError;"],
+        # The verbs Net against the fake verbs device (tests/net): no MPI, no RDMA hardware.
+        # On the stub every isend fails at once; the flow-control, size and 32-in-flight tests
+        # fail, and nothing waits.
+        tests=["{p}net_ib"],
+        targets=["{p}test_net_ib"],
+        gtest_filter="NetIbData.*:NetIbQp.*"),
 ]
 
 

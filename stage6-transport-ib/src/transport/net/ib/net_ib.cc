@@ -276,6 +276,22 @@ bool peerClosed(IbComm& c) {
   return ::recv(c.sock.fd(), &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+/// The sender's side of the flow control: is the receiver's ready-to-receive entry for message
+/// `k` there (*ready), and how many bytes of a `size`-byte message may be written into the
+/// buffer it announces (*bytes: net.h's rule for one that does not fit)?
+tcclResult_t readFifoEntry(const IbFifoEntry& e, uint64_t k, size_t size, bool* ready,
+                           uint32_t* bytes) {
+  // >>> exercise 6.1: the sender reads its ready-to-receive entry
+  // The receiver RDMA-writes entry k with seq = k + 1, last: an entry from an earlier lap of
+  // the ring holds an older seq. Acquire: the fields written before seq are read after it.
+  *ready = __atomic_load_n(&e.seq, __ATOMIC_ACQUIRE) == k + 1;
+  // Larger than the buffer announced: no byte is written, the immediate still says the size,
+  // and the receiver's consumer reports the mismatch.
+  *bytes = size <= e.size ? uint32_t(size) : 0;
+  return tcclSuccess;
+  // <<< exercise 6.1
+}
+
 }  // namespace
 
 tcclResult_t checkIbQpInfo(const IbQpInfo& info, uint64_t token, bool fromSender) {
@@ -487,15 +503,14 @@ tcclResult_t IbNet::isend(NetSendComm* c, void* data, size_t size, NetMr* mhandl
   *request = nullptr;
   TCCL_ARG_CHECK(size <= UINT32_MAX, "NET/IB: a message of %zu bytes (at most 4 GiB - 1)", size);
   const uint64_t k = c->posted;
-  IbFifoEntry& e = c->fifo[k % kIbMaxRequests];
-  // Flow control: the receiver has not announced a buffer for message k yet. Acquire: the
-  // entry's other fields, written before seq, are read after it.
-  if (__atomic_load_n(&e.seq, __ATOMIC_ACQUIRE) != k + 1) return tcclSuccess;
+  const IbFifoEntry& e = c->fifo[k % kIbMaxRequests];
+  // Flow control: no entry for message k yet, no send (the receiver has posted no buffer).
+  bool ready = false;
+  uint32_t bytes = 0;
+  TCCL_CHECK(readFifoEntry(e, k, size, &ready, &bytes));
+  if (!ready) return tcclSuccess;
   NetRequest* r = newRequest(*c, /*isRecv=*/false);
   if (r == nullptr) return tcclSuccess;
-  // Larger than the buffer announced: no byte is written, the immediate still says the size
-  // (net.h's rule), and the receiver's consumer reports the mismatch.
-  const uint32_t bytes = size <= e.size ? uint32_t(size) : 0;
   TCCL_ARG_CHECK(bytes == 0 || mhandle != nullptr, "NET/IB: a send from unregistered memory");
   ibv_sge sge{reinterpret_cast<uintptr_t>(data), bytes, bytes ? mhandle->mr->lkey : 0};
   ibv_send_wr wr{};
