@@ -110,14 +110,14 @@ bool kernelsHaveLL(const tcclComm& comm, int peer) {
   return false;
 }
 
-tcclResult_t allocConnectorFifo(tcclComm& comm, Connector& c) {
+tcclResult_t allocConnectorFifo(tcclComm& comm, Connector& c, bool hostSlots) {
   const uint64_t stepBytes = uint64_t(tcclParamBuffSize()) / kNSteps;
   // One allocation: counters, the ConnInfo, then the slots on a page boundary (so 16-byte
   // vector copies into slots are aligned).
   const size_t header = kFifoHeaderBytes;
   static_assert(sizeof(ConnFifo) + sizeof(ConnInfo) <= kFifoHeaderBytes,
                 "FIFO header must fit a page");
-  const size_t bytes = header + kNSteps * stepBytes;
+  const size_t bytes = header + (hostSlots ? kNSteps * stepBytes : 0);
   c.memMapped = comm.cudaDev >= 0;  // a kernel may drive this connector
   TCCL_CHECK(hostCalloc(&c.mem, bytes, c.memMapped));
   char* base = static_cast<char*>(c.mem);
@@ -125,7 +125,7 @@ tcclResult_t allocConnectorFifo(tcclComm& comm, Connector& c) {
   // pointers stored here are valid for the host executor, the proxy and kernels alike.
   c.conn = reinterpret_cast<ConnInfo*>(base + sizeof(ConnFifo));
   c.conn->fifo = reinterpret_cast<ConnFifo*>(base);
-  c.conn->buff = base + header;
+  c.conn->buff = hostSlots ? base + header : nullptr;
   c.conn->stepBytes = stepBytes;
   c.conn->step = 0;
   c.conn->peer = c.peer;

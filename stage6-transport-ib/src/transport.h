@@ -156,7 +156,9 @@ bool kernelsHaveLL(const tcclComm& comm, int peer);
 
 /// Allocates a connector's FIFO: counters, ConnInfo and kNSteps slots, in one block of host
 /// memory (pinned and mapped when the communicator has a GPU). Used by every transport's setup.
-tcclResult_t allocConnectorFifo(tcclComm& comm, Connector& c);
+/// Stage 6: `hostSlots` false leaves the slots out (conn->buff null): the network transport's
+/// GPUDirect RDMA receive slots live in GPU memory.
+tcclResult_t allocConnectorFifo(tcclComm& comm, Connector& c, bool hostSlots = true);
 void freeConnectorFifo(Connector& c);
 
 /// Bytes before the first slot of a FIFO block: the counters (ConnFifo), a page.

@@ -5,6 +5,8 @@
  */
 #include "fake_verbs.h"
 
+#include <fcntl.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +23,7 @@ namespace {
 struct Mr {
   ibv_mr mr;
   int access;
+  bool dmabuf = false;  // registered by dma-buf: writes go through Options::copy
 };
 struct Cq {
   ibv_cq cq;
@@ -49,6 +52,7 @@ struct State {
   std::map<uint32_t, std::unique_ptr<Qp>> qps;  // by number
   std::vector<QpRecord> retired;                // destroyed QPs' records
   uint32_t nextKey = 0x100, nextQpn = 0x11;
+  int qpsCreated = 0, dmabufMrs = 0;
 };
 State* g = nullptr;
 
@@ -134,9 +138,28 @@ ibv_mr* regMr(ibv_pd* pd, void* addr, size_t length, int access) {
   g->mrs[raw->lkey] = std::move(m);
   return raw;
 }
-ibv_mr* regDmabufMr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
-  errno = EOPNOTSUPP;  // as Soft-RoCE
-  return nullptr;
+ibv_mr* regDmabufMr(ibv_pd* pd, uint64_t, size_t length, uint64_t iova, int fd, int access) {
+  std::lock_guard<std::mutex> lock(g->mutex);
+  if (!g->opts.dmabuf) {
+    errno = EOPNOTSUPP;  // as Soft-RoCE
+    return nullptr;
+  }
+  if (fd < 0 || fcntl(fd, F_GETFD) == -1) {
+    errno = EBADF;
+    return nullptr;
+  }
+  auto m = std::make_unique<Mr>();
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = reinterpret_cast<void*>(uintptr_t(iova));
+  m->mr.length = length;
+  m->mr.lkey = m->mr.rkey = g->nextKey++;
+  m->access = access;
+  m->dmabuf = true;
+  ibv_mr* raw = &m->mr;
+  g->mrs[raw->lkey] = std::move(m);
+  g->dmabufMrs++;
+  return raw;
 }
 int deregMr(ibv_mr* mr) {
   std::lock_guard<std::mutex> lock(g->mutex);
@@ -173,6 +196,7 @@ ibv_qp* createQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   q->qp.state = IBV_QPS_RESET;
   q->qp.qp_type = IBV_QPT_RC;
   q->rec.qpn = q->qp.qp_num;
+  g->qpsCreated++;
   ibv_qp* raw = &q->qp;
   g->qps[raw->qp_num] = std::move(q);
   return raw;
@@ -242,12 +266,14 @@ int postRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   return 0;
 }
 
-/// True when [addr, addr + len) lies in a registered region with `access` (0: local use).
-bool inRegion(uint32_t key, uint64_t addr, uint64_t len, int access) {
+/// True when [addr, addr + len) lies in a registered region with `access` (0: local use);
+/// *dmabuf becomes true when that region was registered by dma-buf.
+bool inRegion(uint32_t key, uint64_t addr, uint64_t len, int access, bool* dmabuf = nullptr) {
   auto it = g->mrs.find(key);
   if (it == g->mrs.end()) return false;
   const ibv_mr& mr = it->second->mr;
   const uint64_t base = reinterpret_cast<uintptr_t>(mr.addr);
+  if (dmabuf != nullptr) *dmabuf = *dmabuf || it->second->dmabuf;
   return addr >= base && addr + len <= base + mr.length && (it->second->access & access) == access;
 }
 
@@ -307,10 +333,11 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       continue;
     }
     Qp& d = *dest->second;
+    bool device = false;  // a dma-buf region on either side: the copy hook moves the bytes
     bool ok = len == 0 || inRegion(wr->wr.rdma.rkey, wr->wr.rdma.remote_addr, len,
-                                   IBV_ACCESS_REMOTE_WRITE);
+                                   IBV_ACCESS_REMOTE_WRITE, &device);
     for (int i = 0; ok && i < wr->num_sge; i++) {
-      ok = inRegion(wr->sg_list[i].lkey, wr->sg_list[i].addr, wr->sg_list[i].length, 0);
+      ok = inRegion(wr->sg_list[i].lkey, wr->sg_list[i].addr, wr->sg_list[i].length, 0, &device);
     }
     const bool imm = wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
     if (ok && imm && d.recvs.empty()) {
@@ -325,8 +352,13 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     }
     uint64_t at = wr->wr.rdma.remote_addr;
     for (int i = 0; i < wr->num_sge; i++) {
-      memcpy(reinterpret_cast<void*>(uintptr_t(at)),
-             reinterpret_cast<const void*>(uintptr_t(wr->sg_list[i].addr)), wr->sg_list[i].length);
+      void* to = reinterpret_cast<void*>(uintptr_t(at));
+      const void* from = reinterpret_cast<const void*>(uintptr_t(wr->sg_list[i].addr));
+      if (device && g->opts.copy != nullptr) {
+        g->opts.copy(to, from, wr->sg_list[i].length);
+      } else {
+        memcpy(to, from, wr->sg_list[i].length);
+      }
       at += wr->sg_list[i].length;
     }
     if (imm) {
@@ -432,6 +464,16 @@ std::vector<QpRecord> FakeVerbs::qps() const {
   std::vector<QpRecord> all = g->retired;
   for (auto& [n, q] : g->qps) all.push_back(q->rec);
   return all;
+}
+
+int FakeVerbs::qpsCreated() const {
+  std::lock_guard<std::mutex> lock(g->mutex);
+  return g->qpsCreated;
+}
+
+int FakeVerbs::dmabufRegistrations() const {
+  std::lock_guard<std::mutex> lock(g->mutex);
+  return g->dmabufMrs;
 }
 
 int FakeVerbs::liveObjects() const {

@@ -15,8 +15,14 @@
  *  - the "fabric": a write reaches its QP only if the destination GID is in the device's GID
  *    table and the route is usable -- with `v2Only`, RoCE v1 GIDs do not route (a routed
  *    RoCE v2 network); an unroutable write completes with IBV_WC_RETRY_EXC_ERR (status 12),
- *    as a real one would after the retries, and the QP goes to the error state.
- * Writes are delivered at post time (synchronously): RC's order is kept trivially.
+ *    as a real one would after the retries, and the QP goes to the error state;
+ *  - dma-buf registration (GPUDirect RDMA) only with `dmabuf`, and then only of a descriptor
+ *    that is open (else EBADF, which is also what the IB Net's probe expects); without it,
+ *    EOPNOTSUPP, as Soft-RoCE. The region is the iova (the GPU address) and its length; the
+ *    fake does not check that the descriptor really backs it.
+ * Writes are delivered at post time (synchronously): RC's order is kept trivially. A write
+ * from or into a dma-buf region goes through Options::copy when one is given (the fake
+ * libibverbs, fake_verbs_lib.cc, passes a CUDA copy: the "NIC" writing GPU memory).
  *
  * Invariants: one FakeVerbs at a time (the seam has no user pointer: the functions find it in
  * a global); every call takes one mutex, so the two ends may run on two threads.
@@ -48,6 +54,9 @@ struct Options {
   uint16_t lid = 0;
   std::vector<GidEntry> gids;  // the port's GID table
   bool v2Only = true;          // RoCE v1 GIDs do not route
+  bool dmabuf = false;         // ibv_reg_dmabuf_mr works (GPUDirect RDMA)
+  /// Copies a write that involves a dma-buf region (null: memcpy).
+  void (*copy)(void* dst, const void* src, size_t bytes) = nullptr;
 };
 
 /// A GID holding IPv4 address a.b.c.d (::ffff:a.b.c.d), or an IPv6 link-local one.
@@ -75,6 +84,9 @@ class FakeVerbs {
   std::vector<QpRecord> qps() const;
   /// Objects still alive (a test checks that closing frees them all).
   int liveObjects() const;
+  /// Counters: QPs ever created, dma-buf regions ever registered.
+  int qpsCreated() const;
+  int dmabufRegistrations() const;
 
  private:
   Options opts_;

@@ -12,8 +12,12 @@
 #                     with three (large messages cut into parts)
 #   net_ib            the verbs Net against an in-process fake verbs device (where the verbs
 #                     headers are); net_ib_wrong_gid: a wrong GID index fails in words
+#   net_fake_ib       collectives through the whole library over NET/IB, the same fake built
+#                     as a libibverbs.so.1 that LD_LIBRARY_PATH puts before rdma-core's (ranks
+#                     are threads of one process); on a GPU also the GPUDirect RDMA path
+#                     (TCCL_NET_GDR_ENABLE=1 and a fake that registers dma-bufs)
 #
-# Budget: a few seconds.
+# Budget: about ten seconds.
 #
 # Added in: stage 6.
 
@@ -50,4 +54,36 @@ if(TCCL_HAVE_IB)
   tccl_add_test(NAME ${TCCL_STAGE_PREFIX}net_ib COMMAND ${_t} LABELS ${_net_labels} TIMEOUT 120)
   tccl_add_test(NAME ${TCCL_STAGE_PREFIX}net_ib_wrong_gid COMMAND ${_t} LABELS ${_net_labels}
     TIMEOUT 120 ENVIRONMENT TCCL_IB_GID_INDEX=2)
+
+  # The fake as libibverbs.so.1, in a directory of its own (fake_verbs_lib.cc).
+  set(_fake ${TCCL_STAGE_PREFIX}fake_ibverbs)
+  set(_fake_dir ${CMAKE_CURRENT_BINARY_DIR}/${_fake})
+  add_library(${_fake} SHARED ${_net_src}/fake_verbs_lib.cc ${_net_src}/fake_verbs.cc)
+  set_target_properties(${_fake} PROPERTIES OUTPUT_NAME ibverbs VERSION 1 SOVERSION 1
+    LIBRARY_OUTPUT_DIRECTORY ${_fake_dir})
+  target_include_directories(${_fake} PRIVATE ${TCCL_STAGE_DIR}/include ${TCCL_STAGE_DIR}/src
+    ${TCCL_IBVERBS_INCLUDE_DIR})
+  target_link_libraries(${_fake} PRIVATE tccl_common)
+  set(_fake_defs "")
+  if(TCCL_HAVE_CUDA)
+    target_compile_definitions(${_fake} PRIVATE TCCL_HAVE_CUDA=1)
+    target_link_libraries(${_fake} PRIVATE CUDA::cudart)
+    set(_fake_defs TCCL_HAVE_CUDA=1)
+  endif()
+  tccl_warnings(${_fake})
+
+  set(_t ${TCCL_STAGE_PREFIX}test_net_fake_ib)
+  tccl_stage_test_executable(${_t} PUBLIC_API SOURCES ${_net_src}/net_fake_ib_test.cc
+    DEFINITIONS ${_fake_defs})
+  add_dependencies(${_t} ${_fake})
+  # Every connector a network one (no SHM, no P2P); the fake's RoCE v2 IPv4 GID (its type is
+  # not in sysfs); GPUDirect RDMA asked for, and the fake able to register dma-bufs.
+  tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}net_fake_ib NP 1 COMMAND ${_t}
+    LABELS ${_net_labels} TIMEOUT 180
+    ENVIRONMENT TCCL_SHM_DISABLE=1 TCCL_P2P_DISABLE=1 TCCL_IB_GID_INDEX=3
+                TCCL_NET_GDR_ENABLE=1 FAKE_VERBS_DMABUF=1)
+  if(TEST ${TCCL_STAGE_PREFIX}net_fake_ib.np1)
+    set_property(TEST ${TCCL_STAGE_PREFIX}net_fake_ib.np1 APPEND PROPERTY
+      ENVIRONMENT_MODIFICATION LD_LIBRARY_PATH=path_list_prepend:${_fake_dir})
+  endif()
 endif()

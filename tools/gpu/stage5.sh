@@ -18,8 +18,15 @@
 #          ranks on one GPU), then send/recv and all-reduce at 2 and 4 ranks under MPS.
 #          and, in a build of their own with TCCL_LL_TEST_CLEANUP (the LL flag wrapping at 256
 #          steps), the LL sweep and patterns again (also alone: llwrap);
-#   tune   the cost model's device constants, Simple and LL (tools/bench/tune.sh's fit).
-# Usage: tools/gpu/stage5.sh [build] [test] [llwrap] [bench] [tune]   (default: build test bench)
+#   tune   the cost model's device constants, Simple and LL (tools/bench/tune.sh's fit);
+#   gdr    stage 6 on: collectives over NET/IB with the fake verbs device as libibverbs.so.1
+#          (tests/net/fake_verbs_lib.cc), ranks as threads of one process, on host and device
+#          buffers: with GPUDirect RDMA (TCCL_NET_GDR_ENABLE=1: kernels' receive slots in GPU
+#          memory, exported as a dma-buf, written by the fake "NIC") and without; the INIT
+#          lines say which connectors used it, or why not. (No RDMA NIC exists here: where
+#          verbs.h is missing, CMAKE_INCLUDE_PATH may name a directory holding infiniband/.)
+# Usage: tools/gpu/stage5.sh [build] [test] [llwrap] [bench] [tune] [gdr]
+#        (default: build test bench)
 # Environment: OUT (logs; default ./gpu-out), TCCL_GPU_STAGE (a later stage, e.g.
 # stage6-transport-ib, to run the same suite on; default stage5-transport-shm).
 # Added in: stage 5.
@@ -154,6 +161,27 @@ if want test; then
   run_case p2p 2 ${P}test_p2p_patterns
   run_case p2p 2 ${P}test_cuda_graph
   log "/dev/shm after the runs: $(ls /dev/shm | grep -c tccl) entries named tccl"
+fi
+
+if want gdr; then
+  fake=$(find "$B" -path "*fake_ibverbs/libibverbs.so.1" | head -1)
+  if [[ -z $fake || ! -x $T/${P}test_net_fake_ib ]]; then
+    log "gdr: the fake libibverbs or ${P}test_net_fake_ib was not built (no infiniband/verbs.h?)"
+  else
+    for gdr in 1 0; do
+      log "NET/IB over the fake verbs device, TCCL_NET_GDR_ENABLE=$gdr, host and device buffers"
+      glog=$OUT/gdr$gdr.log
+      TMO=150 mpi -np 1 -x LD_LIBRARY_PATH="$(dirname "$fake"):${LD_LIBRARY_PATH:-}" \
+        -x TCCL_SHM_DISABLE=1 -x TCCL_P2P_DISABLE=1 -x TCCL_IB_GID_INDEX=3 \
+        -x TCCL_NET_GDR_ENABLE=$gdr -x FAKE_VERBS_DMABUF=1 -x TCCL_TEST_MEM=all \
+        -x TCCL_DEBUG=INFO -x TCCL_DEBUG_SUBSYS=INIT,NET "$T/${P}test_net_fake_ib" >"$glog" 2>&1
+      echo "gdr=$gdr: exit $?, $(grep -cE '\[ +OK +\] ' "$glog") cases passed;" \
+        "$(grep -E 'FAILED|Failure|WARN' "$glog" | head -3 | tr '\n' ' ')"
+      # Which connectors took GPUDirect RDMA (NCCL's "/GDRDMA"), or why not; the probe's line.
+      grep -oE "via NET/IB[^ ]*( \(GPUDirect RDMA not used: [^)]*\))?|dma-buf (yes|no)" "$glog" |
+        sort | uniq -c
+    done
+  fi
 fi
 
 if want tune; then

@@ -99,11 +99,24 @@ class Net {
   virtual tcclResult_t connect(int dev, NetHandle* handle, NetSendComm** sendComm) = 0;
   /// Receive side: the connection from the sender. *recvComm stays null until it is there.
   virtual tcclResult_t accept(NetListenComm* listenComm, NetRecvComm** recvComm) = 0;
+  /// tccl's addition: gives up a connect() that has not finished (the communicator failed
+  /// before it did), freeing what the Net keeps in `handle`. NCCL's API has no such call.
+  virtual void abandonConnect(NetHandle* handle) {}
 
   /// Registers `size` bytes at `data` for use by this comm's isend/irecv (verbs: a memory
   /// region; sockets: nothing to do). Either comm may be given; the other is null.
   virtual tcclResult_t regMr(NetSendComm* sendComm, NetRecvComm* recvComm, void* data,
                              size_t size, NetMemType type, NetMr** mhandle) = 0;
+  /// GPU memory by dma-buf (GPUDirect RDMA): `size` bytes at `data`, which are the bytes at
+  /// `offset` in the dma-buf `fd` (gdr.h exports one). Only for a Net whose properties say
+  /// `dmabuf`; the others refuse, in words. The caller may close `fd` once this returns.
+  /// (NCCL: regMrDmaBuf.)
+  virtual tcclResult_t regMrDmaBuf(NetSendComm* sendComm, NetRecvComm* recvComm, void* data,
+                                   size_t size, uint64_t offset, int fd, NetMr** mhandle) {
+    *mhandle = nullptr;
+    TCCL_WARN("NET/%s: cannot register GPU memory (no dma-buf support)", name());
+    return tcclInvalidUsage;
+  }
   virtual tcclResult_t deregMr(NetSendComm* sendComm, NetRecvComm* recvComm, NetMr* mhandle) = 0;
 
   /// Starts sending `size` bytes from `data` (inside `mhandle`'s region, or anywhere when the

@@ -6,10 +6,13 @@
  */
 #include "transport/net/net_transport.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "comm.h"
 #include "trace.h"
+#include "transport/net/gdr.h"
 
 namespace tccl {
 
@@ -28,13 +31,22 @@ struct NetResources : ConnectorResources {
   int64_t sizes[kNSteps] = {};  // send side: each step's bytes, for the step timeline
   uint64_t t0[kNSteps] = {};    // step timeline: when each step was handed to the Net
   uint64_t lastMovedNs = 0;     // when a step last moved here (pollBudgetUs)
+  // GPUDirect RDMA (receive side, kernels' connectors, TCCL_NET_GDR_ENABLE): the slots in GPU
+  // memory, which the NIC writes; gdrDev is their device, -1 without.
+  int gdrDev = -1;
+  void* gdrSlots = nullptr;
+  size_t gdrBytes = 0;
+  std::string gdrWhyNot;        // asked for and not used: why (for the connect line)
 
   ~NetResources() override {
-    // The comms go first (a socket comm closes its sockets: the peer sees a clean close).
+    // The comms go first (a socket comm closes its sockets: the peer sees a clean close); the
+    // registration before the memory it names.
     if (mr) net->deregMr(send, recv, mr);
     if (send) net->closeSend(send);
+    if (send == nullptr) net->abandonConnect(&peerHandle);  // a connect left half-way
     if (recv) net->closeRecv(recv);
     if (listen) net->closeListen(listen);
+    gdrFree(gdrSlots);
   }
 };
 
@@ -53,16 +65,37 @@ const NetResources& res(const Connector& c) {
   return static_cast<const NetResources&>(*c.resources);
 }
 
+/// GPUDirect RDMA for this connector? Only a receive side that serves kernels, when asked
+/// (TCCL_NET_GDR_ENABLE=1) and both halves of the probe say yes: the Net can register a
+/// dma-buf, and the GPU can export one. Else *why says what is missing (empty: not asked).
+bool useGdr(const tcclComm& comm, const Connector& c, const NetProperties& props,
+            std::string* why) {
+  why->clear();
+  if (c.isSend || !c.forDevice || netGdrEnabled() == 0) return false;
+  if (!props.dmabuf) {
+    *why = "the Net cannot register GPU memory by dma-buf";
+    return false;
+  }
+  return gdrDmabufSupported(comm.cudaDev, why);
+}
+
 /// Both sides: the FIFO, and whether the Net may use the executors' own buffers (direct mode).
 tcclResult_t setupCommon(tcclComm& comm, Connector& c, Net& net, NetConnectInfo* mine) {
-  TCCL_CHECK(allocConnectorFifo(comm, c));
   NetProperties props;
   TCCL_CHECK(net.getProperties(0, &props));
+  auto r = std::make_unique<NetResources>();
+  r->net = &net;
+  const bool gdr = useGdr(comm, c, props, &r->gdrWhyNot);
+  // With GPUDirect RDMA the slots are in GPU memory (below): the host block keeps the counters.
+  TCCL_CHECK(allocConnectorFifo(comm, c, /*hostSlots=*/!gdr));
+  if (gdr) {
+    TCCL_CHECK(gdrAlloc(comm.cudaDev, kNSteps * c.conn->stepBytes, &r->gdrSlots, &r->gdrBytes));
+    r->gdrDev = comm.cudaDev;
+    c.conn->buff = static_cast<char*>(r->gdrSlots);  // the kernel reads its steps here
+  }
   // Direct mode needs a Net that reaches any host memory: verbs reach only registered regions,
   // and registering each user buffer per call would cost more than the copy it saves.
   c.conn->direct = props.anyHostMemory ? 1 : 0;
-  auto r = std::make_unique<NetResources>();
-  r->net = &net;
   c.resources = std::move(r);
   *mine = NetConnectInfo{};
   mine->stepBytes = c.conn->stepBytes;
@@ -70,11 +103,26 @@ tcclResult_t setupCommon(tcclComm& comm, Connector& c, Net& net, NetConnectInfo*
   return tcclSuccess;
 }
 
-/// Registers the FIFO's slots with the Net, once per connection.
+/// Registers the FIFO's slots with the Net, once per connection: host memory, or GPU memory
+/// by dma-buf (GPUDirect RDMA).
 tcclResult_t registerSlots(Connector& c) {
   NetResources& r = res(c);
-  return r.net->regMr(r.send, r.recv, c.conn->buff, kNSteps * c.conn->stepBytes,
-                      NetMemType::kHost, &r.mr);
+  const size_t bytes = kNSteps * c.conn->stepBytes;
+  if (r.gdrDev < 0) {
+    return r.net->regMr(r.send, r.recv, c.conn->buff, bytes, NetMemType::kHost, &r.mr);
+  }
+  int fd = -1;
+  TCCL_CHECK(gdrExportDmabuf(r.gdrSlots, r.gdrBytes, &fd));
+  const tcclResult_t res = r.net->regMrDmaBuf(r.send, r.recv, c.conn->buff, bytes, 0, fd, &r.mr);
+  close(fd);  // the MR holds the dma-buf now
+  return res;
+}
+
+/// "/GDRDMA", " (GPUDirect RDMA not used: ...)" or "", for the connect line.
+std::string gdrNote(const NetResources& r) {
+  if (r.gdrDev >= 0) return "/GDRDMA";  // NCCL's INIT line says the same
+  if (!r.gdrWhyNot.empty()) return " (GPUDirect RDMA not used: " + r.gdrWhyNot + ")";
+  return "";
 }
 
 /// Direct receive, proxy side: where step `step` goes, decided before its bytes arrive. The
@@ -252,8 +300,8 @@ tcclResult_t NetTransportRecv::connect(tcclComm& comm, Connector& c, const Conne
   net_.closeListen(r.listen);
   r.listen = nullptr;
   TCCL_CHECK(registerSlots(c));
-  TCCL_INFO(kNet, "channel %d: rank %d <- rank %d via NET/%s", c.channel, comm.rank, c.peer,
-            net_.name());
+  TCCL_INFO(kNet, "channel %d: rank %d <- rank %d via NET/%s%s", c.channel, comm.rank, c.peer,
+            net_.name(), gdrNote(r).c_str());
   return tcclSuccess;
 }
 
@@ -307,6 +355,9 @@ tcclResult_t NetTransportRecv::progress(tcclComm& comm, Connector& c, bool* didW
                 size, (unsigned long)c.conn->stepBytes);
       return tcclRemoteError;
     }
+    // GPUDirect RDMA: the NIC's writes into GPU memory must be visible to the kernel before
+    // it learns of the step (NCCL: iflush after each received step into GPU memory).
+    if (r.gdrDev >= 0 && size > 0) TCCL_CHECK(gdrFlush(r.gdrDev));
     // Publish the step: size first, then tail with release so the executor sees both the
     // bytes and the size once it sees the new tail.
     fifo->sizes[slot] = int64_t(size);

@@ -38,6 +38,50 @@ TCCL_PARAM(IbGidIndex, "IB_GID_INDEX", -1)
 
 namespace tccl {
 
+namespace {
+
+/// The verbs half of the GPUDirect RDMA probe (NCCL's ncclIbDmaBufSupport): register nothing
+/// from no descriptor. A library or device that can register a dma-buf fails for the bad
+/// descriptor (EBADF, EINVAL); one that cannot says EOPNOTSUPP or EPROTONOSUPPORT.
+bool probeDmabuf(const IbvApi& api, ibv_pd* pd) {
+  errno = 0;
+  ibv_mr* mr = api.regDmabufMr(pd, 0, 0, 0, -1, 0);
+  if (mr != nullptr) {  // nothing registered successfully: support, evidently
+    api.deregMr(mr);
+    return true;
+  }
+  return errno != EOPNOTSUPP && errno != EPROTONOSUPPORT;
+}
+
+/// The port's data rate in Mbit/s: per-lane speed (enum ibv_port_attr::active_speed) times
+/// lanes (active_width), as NCCL's ncclIbSpeed x ncclIbWidth. 0 for a code we do not know.
+int portSpeedMbps(const ibv_port_attr& a) {
+  int lane = 0;  // Mbit/s per lane
+  switch (int(a.active_speed)) {  // (XDR's code, 256, is only in active_speed_ex)
+    case 1: lane = 2500; break;     // SDR
+    case 2: lane = 5000; break;     // DDR
+    case 4: lane = 10000; break;    // QDR
+    case 8: lane = 10000; break;    // FDR10
+    case 16: lane = 14000; break;   // FDR
+    case 32: lane = 25000; break;   // EDR
+    case 64: lane = 50000; break;   // HDR
+    case 128: lane = 100000; break; // NDR
+    default: break;
+  }
+  int lanes = 0;
+  switch (a.active_width) {
+    case 1: lanes = 1; break;
+    case 2: lanes = 4; break;
+    case 4: lanes = 8; break;
+    case 8: lanes = 12; break;
+    case 16: lanes = 2; break;
+    default: break;
+  }
+  return lane * lanes;
+}
+
+}  // namespace
+
 bool ibHcaSelected(const std::string& spec, const std::string& name, int port) {
   if (spec.empty()) return true;
   std::string list = spec;
@@ -214,9 +258,12 @@ void IbNet::init() const {
           break;
         }
         dev.pd = pd;
-        TCCL_INFO(kNet | kInit, "NET/IB: using %s:%d (%s, GID index %d, %s %s)", name.c_str(), p,
-                  dev.roce ? "RoCE" : "InfiniBand", dev.gidIndex, gidTypeName(dev.gidType),
-                  gidText(dev.gid).c_str());
+        dev.dmabuf = probeDmabuf(api_, pd);
+        dev.speedMbps = portSpeedMbps(dev.portAttr);
+        TCCL_INFO(kNet | kInit, "NET/IB: using %s:%d (%s, GID index %d, %s %s, %d Mbit/s, "
+                  "dma-buf %s)", name.c_str(), p, dev.roce ? "RoCE" : "InfiniBand",
+                  dev.gidIndex, gidTypeName(dev.gidType), gidText(dev.gid).c_str(),
+                  dev.speedMbps, dev.dmabuf ? "yes" : "no");
         devs_.push_back(dev);
       }
     }
@@ -234,9 +281,9 @@ tcclResult_t IbNet::getProperties(int dev, NetProperties* props) const {
   const IbDevice& d = devs_[size_t(dev)];
   *props = NetProperties{};
   snprintf(props->name, sizeof(props->name), "%s:%u", d.name.c_str(), unsigned(d.port));
-  props->speedMbps = 0;
+  props->speedMbps = d.speedMbps;
   props->anyHostMemory = false;  // only registered regions: the FIFO slots
-  props->dmabuf = false;         // GPUDirect RDMA: not built yet
+  props->dmabuf = d.dmabuf;      // the verbs half of the GPUDirect RDMA probe
   return tcclSuccess;
 }
 

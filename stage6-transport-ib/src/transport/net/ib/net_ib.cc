@@ -94,8 +94,12 @@ struct IbComm {
   bool peerReady = false;  // receiver: the sender's QP is in RTS (its "ready" byte came)
   uint64_t token = 0;
   uint64_t lastPeekNs = 0;
+  bool peerGone = false;  // receiver: the sender closed the connection (see pollCompletions)
 
   ~IbComm() {
+    // The socket first: a peer whose write into our QP fails from now on finds the close
+    // already there, and takes the failure for the end of the connection (pollCompletions).
+    sock.close();
     const IbvApi& api = net->api();
     if (qp) api.destroyQp(qp);
     if (cq) api.destroyCq(cq);
@@ -242,6 +246,12 @@ NetRequest* newRequest(IbComm& c, bool isRecv) {
   return &r;
 }
 
+/// Has the peer closed its end of the handshake socket (cleanly)? A system call.
+bool peerClosedNow(IbComm& c) {
+  char b;
+  return ::recv(c.sock.fd(), &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 /// Takes what the CQ holds; a failed completion is reported with its peer and QP.
 tcclResult_t pollCompletions(IbComm& c) {
   ibv_wc wcs[kIbPollBatch];
@@ -252,6 +262,21 @@ tcclResult_t pollCompletions(IbComm& c) {
   }
   for (int i = 0; i < n; i++) {
     const ibv_wc& wc = wcs[i];
+    NetRequest* r = reinterpret_cast<NetRequest*>(uintptr_t(wc.wr_id));
+    // A receiver keeps a ready-to-receive entry written for every free slot, at all times: a
+    // sender that destroys its communicator leaves some of those writes without a QP to land
+    // in, and they fail (status 12 after the retries, at once on the fake device). If the
+    // sender has closed the connection, that is its end, not an error: the receives are
+    // reported closed (kNetClosed), as on sockets, and the QP, now in error, is used no more.
+    if (wc.status != IBV_WC_SUCCESS && r->isRecv && (c.peerGone || peerClosedNow(c))) {
+      if (!c.peerGone) {
+        TCCL_INFO(kNet, "NET/IB: %s closed the connection (QP %u)", c.peerName.c_str(),
+                  c.qp->qp_num);
+      }
+      c.peerGone = true;
+      r->closed = true;
+      continue;
+    }
     if (wc.status != IBV_WC_SUCCESS) {
       TCCL_WARN("NET/IB: work completion error on QP %u (%s:%u, peer %s): %s, vendor error "
                 "0x%x", wc.qp_num, c.dev->name.c_str(), unsigned(c.dev->port),
@@ -259,7 +284,6 @@ tcclResult_t pollCompletions(IbComm& c) {
                 wc.vendor_err);
       return tcclRemoteError;
     }
-    NetRequest* r = reinterpret_cast<NetRequest*>(uintptr_t(wc.wr_id));
     if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) r->size = ntohl(wc.imm_data);
     r->pending--;
   }
@@ -269,11 +293,11 @@ tcclResult_t pollCompletions(IbComm& c) {
 /// A receive still waiting: has the peer closed its handshake socket (cleanly)? Looked at
 /// every kIbPeekIntervalNs only: it costs a system call.
 bool peerClosed(IbComm& c) {
+  if (c.peerGone) return true;
   const uint64_t now = traceNowNs();
   if (now - c.lastPeekNs < kIbPeekIntervalNs) return false;
   c.lastPeekNs = now;
-  char b;
-  return ::recv(c.sock.fd(), &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+  return peerClosedNow(c);
 }
 
 /// The sender's side of the flow control: is the receiver's ready-to-receive entry for message
@@ -387,6 +411,15 @@ tcclResult_t IbNet::connect(int dev, NetHandle* handle, NetSendComm** sendComm) 
   return tcclSuccess;
 }
 
+void IbNet::abandonConnect(NetHandle* handle) {
+  IbNetHandle h;
+  memcpy(&h, handle->bytes, sizeof(h));
+  if (h.magic != kIbHandleMagic || h.pending == nullptr) return;
+  delete h.pending;  // its QP, CQ and FIFO; its socket closes (the receiver's accept sees it)
+  h.pending = nullptr;
+  memcpy(handle->bytes, &h, sizeof(h));
+}
+
 tcclResult_t IbNet::accept(NetListenComm* l, NetRecvComm** recvComm) {
   *recvComm = nullptr;
   Deadline deadline = deadlineIn(bootstrapTimeoutSeconds());
@@ -421,8 +454,9 @@ tcclResult_t IbNet::regMr(NetSendComm* sendComm, NetRecvComm* recvComm, void* da
                           NetMemType type, NetMr** mhandle) {
   *mhandle = nullptr;
   if (type != NetMemType::kHost) {
-    TCCL_WARN("NET/IB: GPU memory registration (GPUDirect RDMA, ibv_reg_dmabuf_mr) is not "
-              "built yet: device data goes through host FIFOs");
+    // Registering a device pointer with ibv_reg_mr needs the nvidia-peermem module (NCCL's
+    // older GDR path); tccl registers GPU memory only by dma-buf.
+    TCCL_WARN("NET/IB: GPU memory is registered by dma-buf only (regMrDmaBuf)");
     return tcclInvalidUsage;
   }
   IbComm& c = sendComm ? static_cast<IbComm&>(*sendComm) : static_cast<IbComm&>(*recvComm);
@@ -433,6 +467,30 @@ tcclResult_t IbNet::regMr(NetSendComm* sendComm, NetRecvComm* recvComm, void* da
               "ulimit -l, large enough?)", size, strerror(errno));
     return tcclSystemError;
   }
+  *mhandle = new NetMr{mr};
+  return tcclSuccess;
+}
+
+tcclResult_t IbNet::regMrDmaBuf(NetSendComm* sendComm, NetRecvComm* recvComm, void* data,
+                                size_t size, uint64_t offset, int fd, NetMr** mhandle) {
+  *mhandle = nullptr;
+  IbComm& c = sendComm ? static_cast<IbComm&>(*sendComm) : static_cast<IbComm&>(*recvComm);
+  if (!c.dev->dmabuf) {
+    TCCL_WARN("NET/IB: %s cannot register GPU memory by dma-buf (its probe said no)",
+              c.dev->name.c_str());
+    return tcclInvalidUsage;
+  }
+  // iova = the GPU address: the peer's RDMA writes name this address and the MR's rkey, as
+  // they name a host address for host memory.
+  ibv_mr* mr = api_.regDmabufMr(c.dev->pd, offset, size, reinterpret_cast<uintptr_t>(data), fd,
+                                IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (mr == nullptr) {
+    TCCL_WARN("NET/IB: ibv_reg_dmabuf_mr of %zu bytes of GPU memory at %p failed: %s", size,
+              data, strerror(errno));
+    return tcclSystemError;
+  }
+  TCCL_INFO(kNet, "NET/IB: %zu bytes of GPU memory at %p registered by dma-buf (fd %d)", size,
+            data, fd);
   *mhandle = new NetMr{mr};
   return tcclSuccess;
 }
@@ -460,6 +518,12 @@ tcclResult_t IbNet::irecv(NetRecvComm* c, void* data, size_t size, NetMr* mhandl
   }
   NetRequest* r = newRequest(*c, /*isRecv=*/true);
   if (r == nullptr) return tcclSuccess;  // kIbMaxRequests in flight: call again
+  if (c->peerGone) {  // nothing more will come: the receive completes as closed
+    r->closed = true;
+    c->posted++;
+    *request = r;
+    return tcclSuccess;
+  }
   const uint64_t k = c->posted;
   // 1. The receive work request the sender's write-with-immediate will consume (no buffer:
   //    the data goes where the entry below says; the receive only carries the immediate).

@@ -35,8 +35,10 @@
  * Invariants: a sender never writes to a receive buffer the receiver has not announced; the
  * k-th write carries message k (RC keeps order, and both sides count); a message larger than
  * the announced buffer is written as zero bytes with its true size (net.h's rule); only host
- * memory is registered by default (GPUDirect RDMA through ibv_reg_dmabuf_mr is an opt-in
- * probed per device, TCCL_NET_GDR: not built yet -- asking for it is an error).
+ * memory is registered by default. GPUDirect RDMA (ibv_reg_dmabuf_mr, regMrDmaBuf) is an
+ * opt-in of the network transport (TCCL_NET_GDR_ENABLE, gdr.h); this Net's half of the probe
+ * is per device, at start: a registration of nothing that fails for want of support
+ * (EOPNOTSUPP, as on Soft-RoCE) rather than for the bad descriptor it was given.
  *
  * NCCL counterpart: src/transport/net_ib.cc (ncclIbListen/Connect/Accept, ncclIbIsend,
  * ncclIbPostFifo, ncclIbTest, ncclIbGetGidIndex), src/misc/ibvwrap.cc.
@@ -67,6 +69,8 @@ struct IbDevice {
   int gidIndex = 0;
   ibv_gid gid{};
   GidType gidType = GidType::kUnknown;
+  bool dmabuf = false;       // ibv_reg_dmabuf_mr works here (the verbs half of the GDR probe)
+  int speedMbps = 0;         // the port's active speed x width
 };
 
 /// What each side of a connection tells the other over the handshake socket.
@@ -113,15 +117,21 @@ class IbNet : public Net {
   tcclResult_t listen(int dev, NetHandle* handle, NetListenComm** listenComm) override;
   tcclResult_t connect(int dev, NetHandle* handle, NetSendComm** sendComm) override;
   tcclResult_t accept(NetListenComm* listenComm, NetRecvComm** recvComm) override;
+  void abandonConnect(NetHandle* handle) override;
   tcclResult_t regMr(NetSendComm* sendComm, NetRecvComm* recvComm, void* data, size_t size,
                      NetMemType type, NetMr** mhandle) override;
+  /// GPUDirect RDMA: a GPU range by dma-buf (ibv_reg_dmabuf_mr), where the probe said yes.
+  tcclResult_t regMrDmaBuf(NetSendComm* sendComm, NetRecvComm* recvComm, void* data, size_t size,
+                           uint64_t offset, int fd, NetMr** mhandle) override;
   tcclResult_t deregMr(NetSendComm* sendComm, NetRecvComm* recvComm, NetMr* mhandle) override;
   tcclResult_t isend(NetSendComm* comm, void* data, size_t size, NetMr* mhandle,
                      NetRequest** request) override;
   tcclResult_t irecv(NetRecvComm* comm, void* data, size_t size, NetMr* mhandle,
                      NetRequest** request) override;
   tcclResult_t iflush(NetRecvComm*, void*, size_t, NetMr*, NetRequest** request) override {
-    *request = nullptr;  // host memory only (see above): nothing to flush
+    // Nothing for the Net to do: the network transport makes GPUDirect writes visible with
+    // CUDA's flush (gdr.h). NCCL's IB Net reads a byte back through a loopback QP instead.
+    *request = nullptr;
     return tcclSuccess;
   }
   tcclResult_t test(NetRequest* request, bool* done, size_t* size) override;
