@@ -121,7 +121,8 @@ function(tccl_add_stage_tests)
       4 torch/torch_tests.cmake
       5 shm/shm_tests.cmake
       5 gpu/gpu_tests.cmake
-      6 net/net_tests.cmake)
+      6 net/net_tests.cmake
+      7 faults/faults_tests.cmake)
   # A feature runs at every rank count in the stage that introduced it; a later stage of the
   # whole tree re-runs it at fewer rank counts (tccl_stage_nps), which keeps CI's time flat as
   # chapters are added. A stage built on its own, or TCCL_TEST_ALL_RANKS=ON, runs them all.

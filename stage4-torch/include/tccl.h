@@ -48,7 +48,7 @@ extern "C" {
 /// The version of this header, as tcclGetVersion reports the library's.
 #define TCCL_VERSION_CODE TCCL_VERSION(TCCL_MAJOR, TCCL_MINOR, TCCL_PATCH)
 /// The stage this header belongs to (1 = p2p, 2 = ring, ...).
-#define TCCL_STAGE 2
+#define TCCL_STAGE 4
 /** @} */
 
 /// Opaque handle to a communicator: one rank's view of a group of ranks.

@@ -19,7 +19,7 @@
  * picks our step size as 1 << (b % 64) (default 512 KiB, the default TCCL_BUFFSIZE / 8).
  *
  * Built from the latest stage's sources (TCCL_FUZZ_STAGE, see CMakeLists.txt): the two files
- * above and common/. Their other dependencies -- the FIFO allocation (transport.cc, which would
+ * above, gdr.cc (without CUDA) and common/. Their other dependencies -- the FIFO allocation (transport.cc, which would
  * pull in the whole library) and the step timeline (trace.cc) -- are never reached from the
  * functions fuzzed here; they are defined below to abort if that ever changes.
  *
@@ -37,7 +37,7 @@
 
 namespace tccl {
 // Link seams: net_transport.cc's setup()/free()/progress() call these; the fuzzer never does.
-tcclResult_t allocConnectorFifo(tcclComm&, Connector&) { abort(); }
+tcclResult_t allocConnectorFifo(tcclComm&, Connector&, bool) { abort(); }
 void freeConnectorFifo(Connector&) { abort(); }
 void traceProxyStep(const tcclComm&, const Connector&, uint64_t, int64_t, uint64_t) { abort(); }
 }  // namespace tccl

@@ -25,7 +25,10 @@
 #          memory, exported as a dma-buf, written by the fake "NIC") and without; the INIT
 #          lines say which connectors used it, or why not. (No RDMA NIC exists here: where
 #          verbs.h is missing, CMAKE_INCLUDE_PATH may name a directory holding infiniband/.)
-# Usage: tools/gpu/stage5.sh [build] [test] [llwrap] [bench] [tune] [gdr]
+#   faults stage 7 on: the flight recorder's tests (device operations included), the watchdog
+#          at 2 ranks (TCCL_TIMEOUT=3), tools/frtrace on its dumps, and PyTorch's own analyzer
+#          (torchfrtrace, from the torch install) on the same dumps turned into its pickles.
+# Usage: tools/gpu/stage5.sh [build] [test] [llwrap] [bench] [tune] [gdr] [faults]
 #        (default: build test bench)
 # Environment: OUT (logs; default ./gpu-out), TCCL_GPU_STAGE (a later stage, e.g.
 # stage6-transport-ib, to run the same suite on; default stage5-transport-shm).
@@ -181,6 +184,29 @@ if want gdr; then
       grep -oE "via NET/IB[^ ]*( \(GPUDirect RDMA not used: [^)]*\))?|dma-buf (yes|no)" "$glog" |
         sort | uniq -c
     done
+  fi
+fi
+
+if want faults; then
+  log "stage 7: flight recorder and watchdog"
+  run_case p2p 1 ${P}test_flight_recorder --gtest_filter=FlightRecorder.*
+  run_case p2p 2 ${P}test_flight_recorder --gtest_filter=FlightRecorder.*
+  d=$OUT/fr
+  rm -rf "$d"
+  mkdir -p "$d"
+  TMO=60 mpi -np 2 -x TCCL_TIMEOUT=3 -x TCCL_FR_DUMP="$d/fr_" "$T/${P}test_flight_recorder" \
+    --gtest_filter=Watchdog.* >"$OUT/watchdog.log" 2>&1
+  echo "watchdog np=2: exit $?, $(grep -cE '\[ +OK +\] ' "$OUT/watchdog.log") cases passed"
+  python3 tools/frtrace analyze "$d" --prefix fr_
+  python3 tools/frtrace to-torch "$d" "$d/pkl" --prefix fr_
+  TF=$(command -v torchfrtrace || echo /opt/torch/.venv/bin/torchfrtrace)
+  if [[ -x $TF ]]; then
+    log "PyTorch's analyzer: $TF"
+    "$TF" --prefix fr_ "$d/pkl" 2>&1 | tail -20
+    echo "torchfrtrace: exit ${PIPESTATUS[0]}"
+    "$TF" -j --prefix fr_ "$d/pkl" 2>&1 | tail -20
+  else
+    echo "no torchfrtrace found"
   fi
 fi
 

@@ -1,0 +1,105 @@
+/*
+ * device/reduce_op.h: the element-wise reduction functions.
+ *
+ * What it is: one small functor per reduction (sum, prod, max, min), usable on the host and in
+ * CUDA kernels, applied by reduceCopy() to pairs of elements. A functor has three parts:
+ *   pre(x)      applied once to each element of a rank's own input as it enters (identity here;
+ *               premulsum multiplies by its scalar in stage 2)
+ *   op(a, b)    combines two partial results
+ *   post(x)     applied once to each final result (identity here; integer avg divides by the
+ *               number of ranks in stage 2)
+ * kPlain says pre and post are both identity, which lets pure copies use memcpy. Stage 1 defines them for the
+ * native arithmetic types so the reducing primitives (recvReduceSend, ...) can be written and
+ * unit-tested here; stage 2 adds float16/bfloat16, avg and premulsum.
+ *
+ * Invariants: every functor is commutative and associative up to floating-point rounding, so a
+ * ring may combine ranks' contributions in any order; integer arithmetic wraps as in C (unsigned)
+ * and is done in the element type.
+ *
+ * NCCL counterpart: src/device/reduce_kernel.h (FuncSum, FuncProd, FuncMinMax).
+ * Added in: stage 1; premulsum and sum-post-div in stage 2; chained() in stage 3.
+ */
+#ifndef TCCL_DEVICE_REDUCE_OP_H_
+#define TCCL_DEVICE_REDUCE_OP_H_
+
+#include "device/fifo.h"
+
+namespace tccl {
+
+/// The identity pre/post shared by the plain reductions.
+template <typename T>
+struct PlainPrePost {
+  static constexpr bool kPlain = true;
+  TCCL_HOST_DEVICE T pre(T x) const { return x; }
+  TCCL_HOST_DEVICE T post(T x) const { return x; }
+};
+
+template <typename T>
+struct FuncSum : PlainPrePost<T> {
+  TCCL_HOST_DEVICE T operator()(T a, T b) const { return a + b; }
+};
+
+template <typename T>
+struct FuncProd : PlainPrePost<T> {
+  TCCL_HOST_DEVICE T operator()(T a, T b) const { return a * b; }
+};
+
+template <typename T>
+struct FuncMax : PlainPrePost<T> {
+  TCCL_HOST_DEVICE T operator()(T a, T b) const { return a < b ? b : a; }
+};
+
+template <typename T>
+struct FuncMin : PlainPrePost<T> {
+  TCCL_HOST_DEVICE T operator()(T a, T b) const { return b < a ? b : a; }
+};
+
+/// Used by the pure data-movement primitives (send, recv, copySend, recvCopySend): they have
+/// one source, so the function is never called; it only gives Primitives its template argument.
+template <typename T>
+struct FuncCopy : PlainPrePost<T> {
+  TCCL_HOST_DEVICE T operator()(T a, T) const { return a; }
+};
+
+/// premulsum: sum of (scalar * x_r). The scalar has the element type.
+template <typename T>
+struct FuncPreMulSum {
+  static constexpr bool kPlain = false;
+  T scalar;
+  bool isChained = false;  // stage 3: continuing a partial result, see chained()
+  TCCL_HOST_DEVICE T pre(T x) const { return isChained ? x : x * scalar; }
+  TCCL_HOST_DEVICE T operator()(T a, T b) const { return a + b; }
+  TCCL_HOST_DEVICE T post(T x) const { return x; }
+};
+
+/// Integer average: sum, then one division by the number of ranks (C truncation, as NCCL).
+template <typename T>
+struct FuncSumPostDiv {
+  static constexpr bool kPlain = false;
+  T divisor;
+  TCCL_HOST_DEVICE T pre(T x) const { return x; }
+  TCCL_HOST_DEVICE T operator()(T a, T b) const { return a + b; }
+  TCCL_HOST_DEVICE T post(T x) const { return T(x / divisor); }
+};
+
+/// A reduction continued from a partial result (stage 3: a tree node folding a second child's
+/// data into what it already combined, recursive doubling after its first step): the same op
+/// and post(), but no pre() -- the rank's own input went through pre() once already. Every
+/// pre() but premulsum's is the identity; premulsum's is switched off. The same type on
+/// purpose: a second functor type would instantiate every kernel loop a second time.
+template <typename Fn>
+TCCL_HOST_DEVICE inline Fn chained(Fn fn) {
+  return fn;
+}
+template <typename T>
+TCCL_HOST_DEVICE inline FuncPreMulSum<T> chained(FuncPreMulSum<T> fn) {
+  fn.isChained = true;
+  return fn;
+}
+
+// 8-bit integers promote to int in C++; the functors above return the narrowed value, which is
+// the wrap-around result the element type would give. Nothing else to specialise in stage 1.
+
+}  // namespace tccl
+
+#endif  // TCCL_DEVICE_REDUCE_OP_H_

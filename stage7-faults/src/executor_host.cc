@@ -1,0 +1,231 @@
+/*
+ * executor_host.cc: the host executor: items as fibers on the calling thread, or on the
+ * communicator's worker pool. See executor.h.
+ *
+ * Added in: stage 1.
+ */
+#include "executor.h"
+
+#include <sched.h>
+
+#include "comm.h"
+#include "device/run_work.h"
+#include "fiber.h"
+#include "host_backend.h"
+#include "proxy.h"
+#include "transport/shm/peer_watch.h"
+#include "trace.h"
+
+namespace tccl {
+
+WorkerPool::~WorkerPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void WorkerPool::start(int n, std::function<void(int)> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (int(threads_.size()) < n) {
+      int index = int(threads_.size());
+      threads_.emplace_back([this, index] { workerLoop(index); });
+    }
+    fn_ = std::move(fn);
+    active_ = n;
+    remaining_ = n;
+    generation_++;
+  }
+  // Notified after unlocking: a worker woken while we still held the mutex would only go
+  // back to sleep on it (two context switches instead of one on a busy core).
+  cv_.notify_all();
+}
+
+void WorkerPool::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  doneCv_.wait(lock, [this] { return remaining_ == 0; });
+}
+
+void WorkerPool::workerLoop(int index) {
+  setLogRank(rank_);
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    if (stop_) return;
+    seen = generation_;
+    if (index >= active_) continue;  // this batch is narrower than the pool
+    auto fn = fn_;
+    lock.unlock();
+    fn(index);
+    lock.lock();
+    if (--remaining_ == 0) {
+      lock.unlock();  // as in start(): the waiter should not wake into a held mutex
+      doneCv_.notify_all();
+      lock.lock();
+    }
+  }
+}
+
+namespace {
+
+struct NoProxy : Kickable {
+  void kick() override {}
+};
+
+/// The backend for this communicator's host items. Connectors with a proxy get kicked after
+/// each post; a batch with only local copies has no proxy, and nobody needs kicking.
+HostBackend hostBackend(tcclComm* comm) {
+  static NoProxy noProxy;
+  Kickable* proxy = comm->proxy.get();
+  HostBackend be{comm->abortFlag, &comm->progress, proxy ? proxy : &noProxy,
+                 comm->peerWatch.get()};
+  if (comm->oversubscribed) be.spinPolls = 0;  // stage 5 (host_backend.h)
+  if (comm->tracePid >= 0) {
+    be.traceSink = &traceRecordEmit;
+    be.tracePid = comm->tracePid;
+  }
+  return be;
+}
+
+/// The backend of item `i` of a batch: the shared one, with the item's own trace lane.
+HostBackend itemBackend(const tcclComm* comm, HostBackend be, int laneBase, const char* lane,
+                        int i) {
+  be.traceTid = laneBase + i;
+  traceLane(comm, be.traceTid, lane, i);
+  return be;
+}
+
+}  // namespace
+
+tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<uint32_t>* status,
+                            bool callerRuns) {
+  status->assign(batch.nItems, kWorkOk);
+  if (batch.nItems == 0) return tcclSuccess;
+  // Receives are posted before any item runs (MPI's pre-posted receives).
+  for (int i = 0; i < batch.nItems; i++) prepostP2pRecv(batch, batch.items[i]);
+  // From here until finishHostBatch our items are the progress engine (proxy.h).
+  if (comm->proxy) comm->proxy->hostBatchBegin();
+  if (callerRuns) return tcclSuccess;  // finishHostBatch runs them, as fibers
+  if (!comm->workers) comm->workers = std::make_unique<WorkerPool>(comm->rank);
+  HostBackend be = hostBackend(comm);
+  uint32_t* out = status->data();
+  comm->workers->start(batch.nItems, [comm, be, &batch, out](int i) {
+    HostBackend mine = itemBackend(comm, be, kTraceTidWorker, "worker", i);
+    out[i] = runWorkItem(mine, batch, i);
+  });
+  return tcclSuccess;
+}
+
+namespace {
+
+/// Runs every item of the batch on this thread, one fiber per item (fiber.h; stage 5: a lone
+/// item runs without one). A fiber whose item must wait yields; after a round in which no
+/// item got past a wait, this thread runs progress passes, yields the core a few times, and
+/// finally sleeps where the bytes arrive (the engine's poll(), proxy.h) -- the ladder a pool
+/// thread climbs in waitAtLeast.
+tcclResult_t runItemsAsFibers(tcclComm* comm, const WorkBatch& batch,
+                              std::vector<uint32_t>& status) {
+  if (batch.nItems == 1) {
+    // Stage 5: one item has nobody to yield to: it runs on this thread as a worker would
+    // (waiting by the spin-yield-sleep ladder of waitAtLeast). A fiber switch costs a system
+    // call (swapcontext saves the signal mask), two per call at least: on the 2-core CI
+    // machine a third of an 8-byte all-reduce at 2 ranks over SHM went there.
+    HostBackend be = itemBackend(comm, hostBackend(comm), kTraceTidFiber, "fiber", 0);
+    status[0] = runWorkItem(be, batch, 0);
+    return tcclSuccess;
+  }
+  auto& fibers = comm->fibers;
+  while (int(fibers.size()) < batch.nItems) fibers.push_back(std::make_unique<Fiber>());
+  uint64_t ticks = 0;  // waits passed and progress passes that moved something
+  HostBackend be = hostBackend(comm);
+  be.yield = &Fiber::yield;
+  be.fiberTicks = &ticks;
+  for (int i = 0; i < batch.nItems; i++) {
+    tcclResult_t res = fibers[i]->start([comm, &be, &batch, &status, i] {
+      HostBackend mine = itemBackend(comm, be, kTraceTidFiber, "fiber", i);
+      status[i] = runWorkItem(mine, batch, i);
+    });
+    // (No fiber has run yet: on failure there is nothing to unwind, and the next batch's
+    // start() replaces the functions set here.)
+    if (res != tcclSuccess) return res;
+  }
+  int idle = 0;
+  for (;;) {
+    const uint64_t before = ticks;
+    // Sampled before the round: progress made during it (by the proxy or the engine) moves
+    // the sequence, and the sleep below then returns at once (see ProgressSignal).
+    const uint32_t seen = comm->progress.seq();
+    int live = 0;  // items not finished after this round (resume() of a finished one is a no-op)
+    for (int i = 0; i < batch.nItems; i++) live += fibers[i]->resume() ? 0 : 1;
+    if (live == 0) break;
+    if (ticks != before || be.proxy->tryProgress()) {
+      idle = 0;  // something moved: give every item another turn at once
+      continue;
+    }
+    if (++idle < (be.peers != nullptr ? kPeerPollRounds : 64)) {
+      // A reply usually comes within microseconds: look again soon, but give the core away
+      // first if another process wants it (MPI does the same when ranks outnumber cores; a
+      // pure spin here made 4 ranks on 2 cores 1.5x slower).
+      sched_yield();
+      continue;
+    }
+    // Every item waits and nothing moves: sleep until something may have. (A dead SHM peer
+    // never moves anything: first make sure it lives.)
+    if (be.peers != nullptr) be.peers->check();
+    be.proxy->waitForProgress(comm->progress, seen, be.peers != nullptr ? kPeerPollSleepUs : 1000);
+    idle = 0;
+  }
+  return tcclSuccess;
+}
+
+}  // namespace
+
+tcclResult_t finishHostBatch(tcclComm* comm, const WorkBatch& batch,
+                             std::vector<uint32_t>& status, bool callerRuns) {
+  if (batch.nItems == 0) return tcclSuccess;
+  tcclResult_t res = tcclSuccess;
+  if (callerRuns) {
+    res = runItemsAsFibers(comm, batch, status);
+  } else {
+    comm->workers->wait();
+  }
+  if (comm->proxy) comm->proxy->hostBatchEnd();  // what is left in the FIFOs is the proxy's
+  if (res != tcclSuccess) return res;
+  for (int i = 0; i < batch.nItems; i++) {
+    if (status[i] != kWorkOk && res == tcclSuccess) res = workStatusResult(status[i], batch.items[i]);
+  }
+  if (res == tcclSuccess) res = comm->checkAsyncError();
+  return res;
+}
+
+tcclResult_t workStatusResult(uint32_t status, const WorkItem& item) {
+  switch (status) {
+    case kWorkOk:
+      return tcclSuccess;
+    case kWorkAborted:
+      TCCL_WARN("operation with rank %d aborted (communicator failed or was aborted)", item.peer);
+      return tcclRemoteError;
+    case kWorkSizeMismatch:
+      TCCL_WARN("message size mismatch with rank %d: the send and the receive counts differ",
+                item.peer);
+      return tcclInvalidUsage;
+    case kWorkPeerClosed:
+      TCCL_WARN("rank %d closed its connection while we still expected data", item.peer);
+      return tcclRemoteError;
+    case kWorkBadOp:
+      TCCL_WARN("reduction not available for this element type");
+      return tcclInternalError;
+    case kWorkBadProto:  // stage 5: kernels only; here for completeness
+      TCCL_WARN("an LL step on a connection without LL slots (a planner bug)");
+      return tcclInternalError;
+    default:
+      TCCL_WARN("unknown executor status %u", status);
+      return tcclInternalError;
+  }
+}
+
+}  // namespace tccl

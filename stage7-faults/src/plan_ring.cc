@@ -1,0 +1,156 @@
+/*
+ * plan_ring.cc: planning a group's collectives as ring work.
+ *
+ * What it is: the collectives phase of a plan (it runs before the p2p phase). Every channel
+ * gets one WorkItem that runs all the group's collectives in issue order on that channel's
+ * ring: it receives from rank-1 and sends to rank+1 over the channel's connectors. A
+ * collective uses as many channels as its size deserves (at least kMinChannelBytes each, at
+ * most TCCL_NCHANNELS or the config's maxCTAs) and its data is split between them.
+ *
+ * Chunks: a ring chunk is kChunkSteps FIFO steps (half the FIFO, as NCCL's Simple protocol),
+ * so while one chunk's steps drain the next can already fill; an LL chunk (stage 5) is one LL
+ * step.
+ *
+ * Invariants: channel counts and chunk sizes depend only on the call (count, type) and on
+ * knobs every rank shares, so all ranks cut the same chunks; one rank needs no connector.
+ *
+ * NCCL counterpart: src/enqueue.cc (ncclPrepareTasks / computeColl: nChannels, chunkSize),
+ * src/graph/rings.cc (the ring order; ours is plain rank order).
+ * Added in: stage 2; makeCollElem shared with the tree planner in stage 3.
+ */
+#include <algorithm>
+#include <cstring>
+
+#include "comm.h"
+#include "plan.h"
+#include "red_op.h"
+
+// Channels (parallel rings) per collective, as NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS. On
+// host buffers one by default: over sockets each channel costs a host thread per rank, and
+// measured on the 2-core CI machine two channels made a 1 MiB all-reduce 1.8x slower. On
+// device buffers (stage 5) up to kDeviceChannels: a channel is a thread block, and one block
+// moves a few tens of GB/s where a GPU's memory and links move a thousand (deviceChannels
+// below). 0 means that default.
+// Every rank must use the same values.
+TCCL_PARAM(MinNChannels, "MIN_NCHANNELS", 1)
+TCCL_PARAM(MaxNChannels, "MAX_NCHANNELS", 0)
+
+namespace tccl {
+
+namespace {
+
+constexpr int kChunkSteps = kNSteps / 2;        // NCCL's ALLREDUCE_CHUNKSTEPS
+constexpr size_t kMinChannelBytes = 256 << 10;  // below this a channel costs more than it gives
+// Stage 5, LL: a block polls its lines one 8-byte word at a time, a few GB/s, so LL spreads
+// over channels sooner: one LL step (32 KiB) per channel (NCCL, for the same reason, gives LL
+// a smaller per-thread byte threshold when it sizes channels and threads).
+constexpr size_t kLLMinChannelBytes = kLLStepBytes;
+constexpr int kDeviceChannels = 32;             // device buffers: NCCL's most on NVLink H100s
+// Device buffers: every block of a launch must be resident at once, on every rank sharing the
+// GPU (tests run several ranks on one GPU), and each block fills an SM (512 threads).
+// kDeviceBlockBudget blocks per GPU -- half an H100's 132 SMs -- shared by its ranks.
+constexpr int kDeviceBlockBudget = 64;
+
+/// How many channels a collective of `bytes` (per rank block for gather/scatter) uses: one per
+/// minChannelBytes (kMinChannelBytes, or LL's), within [TCCL_MIN_NCHANNELS or minCTAs,
+/// maxChannels].
+int channelsFor(tcclComm* comm, size_t bytes, int maxChannels, size_t minChannelBytes) {
+  int n = int(std::min<size_t>(size_t(maxChannels), std::max<size_t>(1, bytes / minChannelBytes)));
+  int minChannels = std::max(int(tcclParamMinNChannels()), comm->minChannels);
+  return std::max(n, std::min(maxChannels, minChannels));
+}
+
+/// The default channel bound on device buffers: kDeviceBlockBudget over the most ranks that
+/// share one GPU, at most kDeviceChannels. From the all-gathered peers, so every rank agrees.
+int deviceChannels(tcclComm* comm) {
+  if (comm->deviceChannels > 0) return comm->deviceChannels;
+  comm->deviceChannels = std::clamp(kDeviceBlockBudget / comm->ranksPerGpu, 1, kDeviceChannels);
+  return comm->deviceChannels;
+}
+
+int maxRingChannels(tcclComm* comm, bool onDevice) {
+  int n = int(tcclParamMaxNChannels());
+  if (n <= 0) n = onDevice ? deviceChannels(comm) : 1;
+  if (comm->maxChannels > 0) n = std::min(n, comm->maxChannels);
+  return std::clamp(n, 1, kMaxWorkItems);
+}
+
+}  // namespace
+
+bool oneRankIsCopy(const WorkElem& e) {
+  const bool reduces = e.func == WorkFunc::kAllReduce || e.func == WorkFunc::kReduce ||
+                       e.func == WorkFunc::kReduceScatter;
+  return !reduces || DevRedOp(e.redOp) != DevRedOp::kPreMulSum;
+}
+
+tcclResult_t makeCollElem(const CollTask& t, bool onDevice, WorkElem* out) {
+  const uint64_t stepBytes = uint64_t(tcclParamBuffSize()) / kNSteps;
+  WorkElem e{};
+  e.func = t.func;
+  e.dtype = uint8_t(t.dtype);
+  e.root = t.root;
+  e.sendbuff = t.sendbuff;
+  e.recvbuff = t.recvbuff;
+  e.count = t.count;
+  if (t.func == WorkFunc::kAllReduce || t.func == WorkFunc::kReduceScatter ||
+      t.func == WorkFunc::kReduce) {
+    TCCL_CHECK(applyRedOp(t.op, t.dtype, onDevice, &e));
+  }
+  e.nChannels = 1;
+  e.chunkBytes = int32_t(std::min<uint64_t>(stepBytes * kChunkSteps, 1u << 30) / 16 * 16);
+  // Stage 5, LL: a chunk is one step (32 KiB), as NCCL's LL chunkSize = stepSize: the steps
+  // are small, so a chunk of several would only delay the next rank's start.
+  e.proto = uint8_t(t.proto);
+  if (t.proto == kProtoLL) e.chunkBytes = int32_t(kLLStepBytes);
+  *out = e;
+  return tcclSuccess;
+}
+
+tcclResult_t planRing(tcclComm* comm, CommPlan& plan) {
+  const int maxChannels = maxRingChannels(comm, plan.onDevice);
+  std::vector<WorkElem> elems;
+  std::vector<DeviceCopy> copies;
+  int usedChannels = 1;
+  for (const CollTask& t : plan.tasks->colls) {
+    if (t.algo != kAlgoRing) continue;  // stage 3: planTree takes the others
+    // Stage 5: nothing moves (the count is the same on every rank), so there is nothing to
+    // run, on the host or on the GPU; a group with nothing else then neither launches nor
+    // waits for the stream (a zero-byte call took 4 us at one rank, NCCL's 0.2).
+    if (t.count == 0) continue;
+    WorkElem e;
+    TCCL_CHECK(makeCollElem(t, plan.onDevice, &e));
+    if (plan.onDevice && comm->nranks == 1 && oneRankIsCopy(e)) {
+      // One rank on the GPU: every collective is its input, unchanged (stage 5).
+      const size_t bytes = t.count * typeSize(t.dtype);
+      if (bytes > 0 && t.sendbuff != t.recvbuff) copies.push_back({t.sendbuff, t.recvbuff, bytes});
+      continue;
+    }
+    e.nChannels = channelsFor(comm, t.count * typeSize(t.dtype), maxChannels,
+                              t.proto == kProtoLL ? kLLMinChannelBytes : kMinChannelBytes);
+    usedChannels = std::max(usedChannels, e.nChannels);
+    elems.push_back(e);
+  }
+  if (elems.empty() && copies.empty()) return tcclSuccess;
+  // Built in place: a WorkBatch is 18 KB, and moving a Phase into the vector copied it (stage 5).
+  Phase& phase = plan.phases.emplace_back();
+  phase.deviceCopies = std::move(copies);
+  phase.batch.rank = comm->rank;
+  phase.batch.nranks = comm->nranks;
+  const int next = (comm->rank + 1) % comm->nranks;
+  const int prev = (comm->rank + comm->nranks - 1) % comm->nranks;
+  for (int c = 0; c < usedChannels && !elems.empty(); c++) {
+    const bool dev = plan.onDevice;
+    Connector* send = comm->nranks > 1 ? comm->getConnector(next, c, true, dev) : nullptr;
+    Connector* recv = comm->nranks > 1 ? comm->getConnector(prev, c, false, dev) : nullptr;
+    // The elems are stored once (with channel 0's item); every channel's item runs them all.
+    TCCL_CHECK(addItem(phase, WorkKind::kRing, next, c, send, recv,
+                       c == 0 ? elems : std::vector<WorkElem>{}));
+    WorkItem& it = phase.batch.items[phase.batch.nItems - 1];
+    it.elemStart = 0;
+    it.elemCount = int(elems.size());
+  }
+  TCCL_INFO(kColl, "ring plan: %zu collective(s) on %d channel(s)", elems.size(), usedChannels);
+  return tcclSuccess;
+}
+
+}  // namespace tccl

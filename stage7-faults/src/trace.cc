@@ -1,0 +1,307 @@
+/*
+ * trace.cc: the library's side of the step timeline. See trace.h.
+ *
+ * What it is: event names and their argument labels, the per-communicator set-up (trace
+ * process, lane names, clock offset to rank 0), the conversion of executor records (host or
+ * GPU) into trace events, and the API and proxy hooks.
+ *
+ * Added in: stage 1 (observability).
+ */
+#include "trace.h"
+
+#include <memory>
+#include <string>
+
+#include "comm.h"
+#include "executor.h"
+#include "transport.h"
+
+namespace tccl {
+
+namespace {
+
+// A bootstrap tag no other message uses (transport.cc's connection tags start at 0x10000).
+constexpr uint32_t kClockTag = 0x7c10c;
+constexpr int kClockRounds = 16;
+
+/// The event names of executor records, indexed by TraceWhat.
+const char* const kWhatNames[] = {"send",  "recv", "copySend", "recvCopySend", "recvReduceSend",
+                                  "recvReduceCopy", "recvReduceCopySend", "wait recv",
+                                  "wait send", "copy", "reduce", "direct"};
+static_assert(sizeof(kWhatNames) / sizeof(kWhatNames[0]) == size_t(TraceWhat::kCount),
+              "one name per TraceWhat");
+
+struct Names {
+  uint16_t what[size_t(TraceWhat::kCount)];
+  uint16_t proxySend, proxyRecv;
+  Names() {
+    for (size_t i = 0; i < size_t(TraceWhat::kCount); i++) {
+      if (i <= size_t(TraceWhat::kRecvReduceCopySend)) {
+        what[i] = traceName(kWhatNames[i], "prim",
+                            {"chunk", "bytes", "channel", "recvPeer", "sendPeer"});
+      } else if (i == size_t(TraceWhat::kWaitRecv) || i == size_t(TraceWhat::kWaitSend)) {
+        what[i] = traceName(kWhatNames[i], "step", {"step", "peer", "channel"});
+      } else {
+        what[i] = traceName(kWhatNames[i], "step",
+                            {"recvStep", "recvPeer", "sendStep", "sendPeer", "channel", "bytes"});
+      }
+    }
+    proxySend = traceName("proxy send", "proxy", {"step", "peer", "channel", "bytes"});
+    proxyRecv = traceName("proxy recv", "proxy", {"step", "peer", "channel", "bytes"});
+  }
+};
+
+const Names& names() {
+  static const Names n;
+  return n;
+}
+
+int64_t argOr(int64_t v, bool have) { return have ? v : kTraceNoArg; }
+int64_t stepArg(uint64_t step) { return step == kTraceNoStep ? kTraceNoArg : int64_t(step); }
+
+/// splitmix64: the communicator's id in the file, without writing its bootstrap secret there.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// What measureClockOffset found: our clock minus rank 0's, its error bound, and how many
+/// ping-pongs it took (0 for rank 0 and for ranks on rank 0's host: one clock, no offset).
+struct ClockOffset {
+  double offsetUs = 0;
+  double errUs = 0;
+  int pings = 0;
+};
+
+/// NTP's estimate, the fastest of kClockRounds ping-pongs with rank 0: our clock minus rank
+/// 0's is (t0 + t1) / 2 - t(rank 0), within +-(t1 - t0) / 2.
+tcclResult_t measureClockOffset(tcclComm* comm, ClockOffset* out) {
+  Bootstrap& b = *comm->bootstrap;
+  if (comm->rank == 0) {
+    // Serve every rank on another host, in rank order (each one pings kClockRounds times).
+    for (int r = 1; r < comm->nranks; r++) {
+      if (comm->peers[r].hostHash == comm->peers[0].hostHash) continue;
+      for (int i = 0; i < kClockRounds; i++) {
+        uint64_t ping, now;
+        TCCL_CHECK(b.recv(r, kClockTag, &ping, sizeof(ping)));
+        now = traceNowNs();
+        TCCL_CHECK(b.send(r, kClockTag, &now, sizeof(now)));
+      }
+    }
+    *out = ClockOffset{};
+    return tcclSuccess;
+  }
+  *out = ClockOffset{};
+  if (comm->peers[comm->rank].hostHash == comm->peers[0].hostHash) return tcclSuccess;
+  uint64_t best = ~uint64_t(0);
+  for (int i = 0; i < kClockRounds; i++) {
+    const uint64_t t0 = traceNowNs();
+    uint64_t theirs;
+    TCCL_CHECK(b.send(0, kClockTag, &t0, sizeof(t0)));
+    TCCL_CHECK(b.recv(0, kClockTag, &theirs, sizeof(theirs)));
+    const uint64_t t1 = traceNowNs();
+    if (t1 - t0 < best) {
+      best = t1 - t0;
+      out->offsetUs = (double(t0) + double(t1 - t0) / 2 - double(theirs)) / 1000.0;
+    }
+  }
+  // A coarse clock (some VMs tick in microseconds) can make the fastest round trip read 0 and
+  // the offset exactly 0: that is still a measurement, which is why the file counts the pings.
+  out->errUs = double(best) / 2000.0;
+  out->pings = kClockRounds;
+  TCCL_INFO(kInit, "trace: clock offset to rank 0 %.3f us (+- %.3f us)", out->offsetUs,
+            out->errUs);
+  return tcclSuccess;
+}
+
+}  // namespace
+
+tcclResult_t traceCommInit(tcclComm* comm) {
+  bool any = false;
+  for (const PeerInfo& p : comm->peers) any = any || p.trace != 0;
+  if (!any) return tcclSuccess;
+  // Every rank takes part in the measurement (rank 0 serves it), traced or not.
+  ClockOffset clock;
+  TCCL_CHECK(measureClockOffset(comm, &clock));
+  if (!traceEnabled()) return tcclSuccess;
+  const uint64_t commHash = mix(comm->bootstrap->secret());
+  comm->tracePid = tracePid(commHash, comm->rank);
+  traceRank(TraceRank{comm->tracePid, comm->rank, comm->nranks, commHash,
+                      comm->peers[comm->rank].hostHash, clock.offsetUs, clock.errUs,
+                      clock.pings});
+  traceTrack(comm->tracePid, kTraceTidApi, "api");
+  names();  // registers the names now, not inside the first timed step
+  if (comm->cudaDev >= 0) {
+    // The GPU's records are converted at the end of each kernel (traceCollectGpu).
+    int64_t errNs = 0;
+    TCCL_CHECK(traceCalibrateGpuClock(&comm->traceGpuOffsetNs, &errNs));
+    TCCL_INFO(kInit, "trace: host clock = GPU clock %+lld ns (read within +- %lld ns)",
+              (long long)comm->traceGpuOffsetNs, (long long)errNs);
+  }
+  return tcclSuccess;
+}
+
+void traceCommDestroy(tcclComm* comm) {
+  if (comm->tracePid < 0) return;
+  traceFlush();
+  hostFree(comm->traceBufs, true);
+  comm->traceBufs = nullptr;
+}
+
+tcclResult_t traceAllocGpu(tcclComm* comm) {
+  const size_t head = kMaxWorkItems * sizeof(TraceBuffer);
+  const size_t recs = size_t(kMaxWorkItems) * kTraceRecsPerBlock * sizeof(TraceRecord);
+  void* mem = nullptr;
+  TCCL_CHECK(hostCalloc(&mem, head + recs, /*mapped=*/true));
+  comm->traceBufs = static_cast<TraceBuffer*>(mem);
+  auto* rec = reinterpret_cast<TraceRecord*>(static_cast<char*>(mem) + head);
+  for (int b = 0; b < kMaxWorkItems; b++) {
+    comm->traceBufs[b].cap = kTraceRecsPerBlock;
+    comm->traceBufs[b].recs = rec + size_t(b) * kTraceRecsPerBlock;
+  }
+  return tcclSuccess;
+}
+
+void traceCollectGpu(tcclComm* comm) {
+  // Runs on a CUDA callback thread after the kernel finished: the blocks' writes to mapped
+  // memory are complete and visible, and the next kernel of this communicator waits for us
+  // (launches are chained after this callback), so the buffers can be reset here.
+  for (int b = 0; b < kMaxWorkItems; b++) {
+    TraceBuffer& buf = comm->traceBufs[b];
+    const uint32_t n = buf.count;
+    if (n == 0) continue;
+    // (Lane b is work item b: the block that ran it, except in a p2p kernel with fewer
+    // blocks than items, stage 5, where one block runs several in turn.)
+    traceLane(comm, kTraceTidGpuBlock + b, "GPU block", b);
+    const uint32_t kept = n < buf.cap ? n : buf.cap;
+    traceCountDropped(n - kept);
+    for (uint32_t i = n - kept; i < n; i++) {
+      traceRecordEmit(comm->tracePid, kTraceTidGpuBlock + b, buf.recs[i % buf.cap],
+                      comm->traceGpuOffsetNs);
+    }
+    buf.count = 0;
+  }
+}
+
+void traceLane(const tcclComm* comm, int tid, const char* what, int index) {
+  if (comm->tracePid < 0) return;
+  traceTrack(comm->tracePid, tid, std::string(what) + " " + std::to_string(index));
+}
+
+void traceRecordEmit(int pid, int tid, const TraceRecord& r, int64_t offsetNs) {
+  if (r.what >= uint8_t(TraceWhat::kCount)) return;
+  const TraceWhat what = TraceWhat(r.what);
+  TraceEvent e{};
+  e.t0 = uint64_t(int64_t(r.t0) + offsetNs);
+  e.t1 = uint64_t(int64_t(r.t1) + offsetNs);
+  e.pid = pid;
+  e.tid = tid;
+  e.name = names().what[r.what];
+  for (int64_t& a : e.args) a = kTraceNoArg;
+  if (what <= TraceWhat::kRecvReduceCopySend) {
+    e.args[0] = argOr(r.chunk, r.chunk >= 0);
+    e.args[1] = r.bytes;
+    e.args[2] = r.channel;
+    e.args[3] = argOr(r.recvPeer, r.recvPeer >= 0);
+    e.args[4] = argOr(r.sendPeer, r.sendPeer >= 0);
+  } else if (what == TraceWhat::kWaitRecv) {
+    e.args[0] = stepArg(r.recvStep);
+    e.args[1] = r.recvPeer;
+    e.args[2] = r.channel;
+  } else if (what == TraceWhat::kWaitSend) {
+    e.args[0] = stepArg(r.sendStep);
+    e.args[1] = r.sendPeer;
+    e.args[2] = r.channel;
+  } else {
+    const bool recv = r.recvStep != kTraceNoStep, send = r.sendStep != kTraceNoStep;
+    e.args[0] = stepArg(r.recvStep);
+    e.args[1] = argOr(r.recvPeer, recv);
+    e.args[2] = stepArg(r.sendStep);
+    e.args[3] = argOr(r.sendPeer, send);
+    e.args[4] = r.channel;
+    e.args[5] = r.bytes;
+  }
+  traceRecord(e);
+}
+
+namespace {
+
+void emitOp(int pid, const TraceOp& op, uint64_t t0, uint64_t t1) {
+  // One name per operation kind ("AllReduce"), all with the same labels.
+  TraceEvent e{};
+  e.t0 = t0;
+  e.t1 = t1;
+  e.pid = pid;
+  e.tid = kTraceTidApi;
+  e.name = traceName(op.name, "op",
+                     {"seq", "count", "bytes", "$type", "$op", "root", "peer", "$algo"});
+  e.args[0] = int64_t(op.seq);
+  e.args[1] = op.count;
+  e.args[2] = op.bytes;
+  e.args[3] = op.type ? traceString(op.type) : kTraceNoArg;
+  e.args[4] = op.op ? traceString(op.op) : kTraceNoArg;
+  e.args[5] = argOr(op.root, op.root >= 0);
+  e.args[6] = argOr(op.peer, op.peer >= 0);
+  e.args[7] = traceString(op.onDevice ? (std::string(op.algo) + " (GPU)").c_str() : op.algo);
+  traceRecord(e);
+}
+
+/// What the host callback needs to record a group's GPU operations: copies, so that it does
+/// not depend on anything of the call that queued it.
+struct StreamOps {
+  int pid;
+  uint64_t t0;
+  std::vector<TraceOp> ops;
+};
+
+void streamOpsDone(void* arg) {
+  std::unique_ptr<StreamOps> p(static_cast<StreamOps*>(arg));
+  const uint64_t t1 = traceNowNs();
+  for (const TraceOp& op : p->ops) emitOp(p->pid, op, p->t0, t1);
+}
+
+}  // namespace
+
+void traceOp(const tcclComm* comm, const TraceOp& op, uint64_t t0, uint64_t t1) {
+  if (comm->tracePid >= 0) emitOp(comm->tracePid, op, t0, t1);
+}
+
+void traceOpsOnStream(tcclComm* comm, cudaStream_t stream, std::vector<TraceOp> ops,
+                      uint64_t t0) {
+  if (comm->tracePid < 0 || ops.empty()) return;
+  auto* p = new StreamOps{comm->tracePid, t0, std::move(ops)};
+  if (launchHostFunc(stream, streamOpsDone, p) != tcclSuccess) {
+    delete p;  // (launchHostFunc warned) the spans are lost, the operations are not
+    return;
+  }
+  // tcclCommDestroy waits for lastLaunch before it writes the file: let it cover this
+  // callback too, so the group's spans are in the file. (Only when tracing: the next launch
+  // then also waits for the callback.)
+  eventRecord(comm->lastLaunch, stream);
+  comm->lastStreamKnown = false;  // (recorded here: the next launch must wait for it)
+}
+
+void traceProxyStep(const tcclComm& comm, const Connector& c, uint64_t step, int64_t bytes,
+                    uint64_t t0) {
+  if (comm.tracePid < 0) return;
+  const int tid = kTraceTidProxy + 2 * (c.peer * 256 + c.channel) + (c.isSend ? 1 : 0);
+  traceTrack(comm.tracePid, tid,
+             std::string(c.isSend ? "proxy send to " : "proxy recv from ") +
+                 std::to_string(c.peer) + " ch " + std::to_string(c.channel));
+  TraceEvent e{};
+  e.t0 = t0;
+  e.t1 = traceNowNs();
+  e.pid = comm.tracePid;
+  e.tid = tid;
+  e.name = c.isSend ? names().proxySend : names().proxyRecv;
+  for (int64_t& a : e.args) a = kTraceNoArg;
+  e.args[0] = int64_t(step);
+  e.args[1] = c.peer;
+  e.args[2] = c.channel;
+  e.args[3] = bytes;
+  traceRecord(e);
+}
+
+}  // namespace tccl

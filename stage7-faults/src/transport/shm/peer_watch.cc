@@ -1,0 +1,64 @@
+/*
+ * transport/shm/peer_watch.cc: noticing that a peer process on this host has died
+ * (peer_watch.h).
+ *
+ * NCCL counterpart: none.
+ * Added in: stage 5.
+ */
+#include "transport/shm/peer_watch.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core.h"
+
+namespace tccl {
+
+PeerWatch::~PeerWatch() {
+  for (Peer& p : peers_) {
+    if (p.pidfd >= 0) close(p.pidfd);
+  }
+}
+
+void PeerWatch::watch(int rank, pid_t pid, ConnFifo* fifo) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Peer& p : peers_) {
+    if (p.pid == pid) {
+      p.fifos.push_back(fifo);
+      return;
+    }
+  }
+#ifdef SYS_pidfd_open
+  // A pidfd refers to this process, not to whatever later reuses its pid.
+  int fd = int(syscall(SYS_pidfd_open, pid, 0));
+#else
+  int fd = -1;
+#endif
+  peers_.push_back(Peer{rank, pid, fd, false, {fifo}});
+}
+
+void PeerWatch::check() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Peer& p : peers_) {
+    if (p.dead) continue;
+    bool gone;
+    if (p.pidfd >= 0) {
+      pollfd q{p.pidfd, POLLIN, 0};
+      gone = poll(&q, 1, 0) == 1;  // readable: the process has exited
+    } else {
+      gone = kill(p.pid, 0) != 0 && errno == ESRCH;
+    }
+    if (!gone) continue;
+    p.dead = true;
+    TCCL_WARN("rank %d (pid %d) has exited: closing its %zu shared-memory connection(s)", p.rank,
+              int(p.pid), p.fifos.size());
+    // What a proxy does when a socket closes: waiters see `closed` and give up. Release: a
+    // waiter that sees the flag re-reads the counter once (fifo.h), after our store.
+    for (ConnFifo* f : p.fifos) __atomic_store_n(&f->closed, 1u, __ATOMIC_RELEASE);
+  }
+}
+
+}  // namespace tccl

@@ -1,0 +1,116 @@
+/*
+ * tuning.h: choosing an algorithm per collective -- the cost model and TCCL_ALGO.
+ *
+ * What it is: NCCL's tuning, for tccl's algorithms. For each collective call, every algorithm
+ * that can run it and that TCCL_ALGO allows gets a predicted time
+ *
+ *     time = base + hops(coll, algo, n) * hop + wire(coll, algo, n) * bytes / bw
+ *
+ * (base: what a call costs before any byte moves; hop: one message's latency on the transport,
+ * paid once per step the algorithm runs in sequence; wire: how many times each rank's share of
+ * the bytes crosses its link; bw: one link's bandwidth), and the cheapest one runs. The
+ * constants are measured (tools/bench/tune.sh) and kept in one table in tuning.cc with the
+ * date and the machine they came from; TCCL_DEBUG_SUBSYS=TUNING logs every decision with the
+ * predicted times.
+ *
+ * TCCL_ALGO takes NCCL's syntax: a comma-separated list of algorithms to allow ("ring,tree"),
+ * or to exclude after a leading ^ ("^tree"), optionally per collective
+ * ("allreduce:tree;broadcast:ring"; collectives not named keep every algorithm). Names are
+ * case-insensitive; an unknown one fails tcclCommInitRank with a message naming it. NCCL's
+ * other algorithm names (collnetdirect, nvls, pat, ...) are recognised and never chosen.
+ *
+ * Invariants: every rank makes the same choice for the same call (the inputs are the call,
+ * nranks, TCCL_ALGO -- checked equal on every rank at init -- and whether every rank has a GPU),
+ * since all ranks must run the same algorithm; a call for
+ * which TCCL_ALGO leaves no algorithm fails with tcclInvalidUsage instead of falling back.
+ *
+ * Stage 5: each call also gets a protocol, Simple or LL (device/prims_ll.h), chosen by the same
+ * model from a row of LL constants; TCCL_PROTO ("ll", "^ll", "allreduce:simple", ...) restricts
+ * the protocols as TCCL_ALGO does the algorithms, and must agree on every rank too.
+ *
+ * NCCL counterpart: src/graph/tuning.cc (ncclTopoTuneModel, ncclTopoGetAlgoTime, the NCCL_ALGO
+ * and NCCL_PROTO parsers), src/enqueue.cc (topoGetAlgoInfo).
+ * Added in: stage 3; protocols in stage 5.
+ */
+#ifndef TCCL_TUNING_H_
+#define TCCL_TUNING_H_
+
+#include <cstddef>
+#include <string>
+
+#include "core.h"
+#include "device/work.h"
+
+struct tcclComm;
+
+namespace tccl {
+
+enum Algo : int { kAlgoRing = 0, kAlgoTree = 1, kAlgoRecDoubling = 2, kNumAlgos = 3 };
+constexpr int kNumCollFuncs = 5;  // AllReduce, AllGather, ReduceScatter, Broadcast, Reduce
+constexpr int kNumProtos = 2;     // WorkProto: Simple, LL (stage 5)
+
+/// "ring", "tree", "recdoubling".
+const char* algoName(int algo);
+
+/// Which algorithms each collective may use: allowed[coll][algo], coll = collIndex(func).
+struct AlgoMask {
+  bool allowed[kNumCollFuncs][kNumAlgos];
+};
+int collIndex(WorkFunc f);
+
+/// Stage 5: which protocols each collective may use (TCCL_PROTO): allowed[coll][proto].
+struct ProtoMask {
+  bool allowed[kNumCollFuncs][kNumProtos];
+};
+/// "simple", "ll".
+const char* protoName(int proto);
+
+/// Parses a TCCL_ALGO value (empty: everything allowed). On error returns tcclInvalidArgument
+/// with the reason in *why.
+tcclResult_t parseAlgoList(const std::string& value, AlgoMask* out, std::string* why);
+
+/// Parses a TCCL_PROTO value, TCCL_ALGO's grammar with simple and ll (NCCL's ll128 is accepted
+/// and never chosen). Stage 5.
+tcclResult_t parseProtoList(const std::string& value, ProtoMask* out, std::string* why);
+
+/// Reads TCCL_ALGO (and, stage 5, TCCL_PROTO) for a new communicator (comm->algoMask,
+/// comm->protoMask); an unknown name is an error here.
+tcclResult_t tuningInit(tcclComm* comm);
+
+/// Whether `algo` has an implementation for `f` on n ranks.
+bool algoSupports(WorkFunc f, int algo, int nranks);
+
+/// Stage 5: whether `algo` runs on `proto` (LL: ring and recursive doubling, in kernels,
+/// when llAvailable).
+bool protoSupports(int algo, int proto, bool llAvailable);
+
+/// The model's prediction, in microseconds (bytes: the call's total, as NCCL's nBytes: the
+/// buffer of AllReduce/Broadcast/Reduce, nranks blocks for AllGather/ReduceScatter), for the
+/// Simple protocol, or (stage 5) for `proto`.
+double predictTimeUs(WorkFunc f, int algo, int nranks, size_t bytes, bool onDevice);
+double predictTimeUs(WorkFunc f, int algo, int proto, int nranks, size_t bytes, bool onDevice);
+
+/// The cheapest algorithm `mask` allows for this call, or -1 when it allows none. `why` (may be
+/// null) receives the predictions, " ring 66.0 us tree 54.0 us ...", for the TUNING log. The
+/// first form chooses among Simple algorithms; the second (stage 5) among (algorithm,
+/// protocol) pairs, LL included when llAvailable, and returns the protocol in *proto.
+int chooseAlgorithm(const AlgoMask& mask, WorkFunc f, int nranks, size_t bytes, bool onDevice,
+                    char* why, size_t whyBytes);
+int chooseAlgorithm(const AlgoMask& mask, const ProtoMask& protos, WorkFunc f, int nranks,
+                    size_t bytes, bool onDevice, bool llAvailable, int* proto, char* why,
+                    size_t whyBytes);
+
+/// After the peers are known: checks that every rank has the same TCCL_ALGO (and TCCL_PROTO),
+/// and picks the model's row (device when every rank has a GPU, comm->tuneDevice); stage 5:
+/// LL is available when, moreover, every rank's kernels reach every peer over P2P or SHM
+/// (comm->llAvailable; llReach: this rank's do).
+tcclResult_t tuningCheckPeers(tcclComm* comm, bool llReach);
+
+/// Picks the algorithm and (stage 5) the protocol for one call, whose buffers are on the
+/// device or not (and logs the decision under TUNING).
+tcclResult_t selectAlgorithm(tcclComm* comm, WorkFunc f, size_t bytes, bool onDevice, int* algo,
+                             int* proto);
+
+}  // namespace tccl
+
+#endif  // TCCL_TUNING_H_
