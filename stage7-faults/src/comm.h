@@ -140,6 +140,10 @@ struct tcclComm {
   unsigned long long lastStreamId = 0;
   bool lastStreamKnown = false;
   std::atomic<int> gpuOpsInFlight{0};  // the proxy polls instead of sleeping while > 0
+  // Stage 7: launches so far, counted just after lastLaunch is recorded for each (kernel.cu):
+  // once lastLaunch has fired, every launch up to the count read before asking has completed
+  // (the watchdog's question, for the flight recorder).
+  std::atomic<uint64_t> launches{0};
 
   // Operations issued so far, in issue order (their sequence numbers in traces).
   uint64_t opCount = 0;

@@ -85,10 +85,7 @@ uint64_t frNowNs() {
 
 FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity) { ring_.resize(capacity); }
 
-FlightRecorder::~FlightRecorder() {
-  for (FrEntry& e : ring_) eventDestroy(e.done);
-  for (CudaEvent* ev : freeEvents_) eventDestroy(ev);
-}
+FlightRecorder::~FlightRecorder() = default;
 
 uint64_t FlightRecorder::record(const FrEntry& in) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -99,10 +96,7 @@ uint64_t FlightRecorder::record(const FrEntry& in) {
   }
   // Written in place: one copy of the entry, under the lock.
   FrEntry& e = ring_[id % capacity_];
-  // An entry overwritten before its event fired gives the event back to the pool.
-  if (e.done != nullptr) freeEvents_.push_back(e.done);
   e = in;
-  e.done = nullptr;
   e.recordId = id;
   // Sequence ids count every operation, kept or not: ranks compare them. As PyTorch's, a
   // send or receive carries the collective count so far and its own p2p count.
@@ -128,51 +122,39 @@ void FlightRecorder::finish(uint64_t first, uint64_t last, tcclResult_t result) 
   }
 }
 
-tcclResult_t FlightRecorder::afterLaunch(uint64_t first, uint64_t last, cudaStream_t stream) {
-  if (capacity_ == 0) return tcclSuccess;
-  CudaEvent* ev = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!freeEvents_.empty()) {
-      ev = freeEvents_.back();
-      freeEvents_.pop_back();
-    }
-  }
-  if (ev == nullptr) TCCL_CHECK(eventCreate(&ev));
-  // One event for the group's operations: they complete together (one launch).
-  TCCL_CHECK(eventRecord(ev, stream));
-  std::lock_guard<std::mutex> lock(mu_);
-  FrEntry& lastEntry = ring_[last % capacity_];
-  if (next_ - last > capacity_) {  // (overwritten already: a ring smaller than the group)
-    freeEvents_.push_back(ev);
-    return tcclSuccess;
-  }
-  lastEntry.done = ev;  // the last entry owns the event; the others follow it
-  (void)first;
-  return tcclSuccess;
-}
-
-void FlightRecorder::pollDevice() {
+void FlightRecorder::launched(uint64_t first, uint64_t last, uint64_t launch) {
   if (capacity_ == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
+  for (uint64_t id = first; id <= last && id < next_; id++) {
+    if (next_ - id > capacity_) continue;  // already overwritten
+    FrEntry& e = ring_[id % capacity_];
+    e.onDevice = true;
+    e.launch = launch;
+    if (launch <= deviceDone_) {  // (the watchdog already saw it complete)
+      e.state = FrState::kCompleted;
+      e.completedNs = frNowNs();
+      continue;
+    }
+    // Queued on the GPU: when its kernels start is not observed (PyTorch learns it only with
+    // a second event, TORCH_NCCL_ENABLE_TIMING); the wait is counted from its creation.
+    e.state = FrState::kScheduled;
+    e.startedNs = 0;
+  }
+}
+
+void FlightRecorder::pollDevice(uint64_t launch) {
+  if (capacity_ == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (launch <= deviceDone_) return;
+  deviceDone_ = launch;
+  const uint64_t now = frNowNs();
   const uint64_t begin = next_ > capacity_ ? next_ - capacity_ : 0;
-  // Oldest first: an event that fired completes its entry and every device entry before it
-  // still scheduled (one stream order per communicator: issue order).
   for (uint64_t id = begin; id < next_; id++) {
     FrEntry& e = ring_[id % capacity_];
-    if (e.done == nullptr) continue;
-    bool fired = false;
-    if (eventQuery(e.done, &fired) != tcclSuccess || !fired) break;
-    const uint64_t now = frNowNs();
-    for (uint64_t j = begin; j <= id; j++) {
-      FrEntry& d = ring_[j % capacity_];
-      if (d.onDevice && d.state != FrState::kCompleted) {
-        d.state = FrState::kCompleted;
-        d.completedNs = now;
-      }
+    if (e.onDevice && e.state != FrState::kCompleted && e.launch <= launch) {
+      e.state = FrState::kCompleted;
+      e.completedNs = now;
     }
-    freeEvents_.push_back(e.done);
-    e.done = nullptr;
   }
 }
 
@@ -188,7 +170,6 @@ bool FlightRecorder::oldestPending(FrEntry* out, uint64_t* waitingSinceNs) const
       continue;
     }
     *out = e;
-    out->done = nullptr;  // (the copy does not own the event)
     const uint64_t began = e.startedNs ? e.startedNs : e.createdNs;
     *waitingSinceNs = std::max(began, lastDone);
     return true;
@@ -201,10 +182,7 @@ std::vector<FrEntry> FlightRecorder::snapshot() const {
   std::vector<FrEntry> out;
   if (capacity_ == 0) return out;
   const uint64_t begin = next_ > capacity_ ? next_ - capacity_ : 0;
-  for (uint64_t id = begin; id < next_; id++) {
-    out.push_back(ring_[id % capacity_]);
-    out.back().done = nullptr;
-  }
+  for (uint64_t id = begin; id < next_; id++) out.push_back(ring_[id % capacity_]);
   return out;
 }
 

@@ -17,9 +17,11 @@
  * dumps pickle by default; its JSON has the same keys); tccl's own fields sit in a "tccl"
  * object per entry.
  *
- * States: host operations run inside the call, so they are "started" when recorded and
- * "completed" when the call returns; device operations are "scheduled" when launched and
- * "completed" once an event recorded after their kernels has fired (the watchdog looks).
+ * States: every operation is "started" when its call begins (the library is working on it:
+ * planning, connecting, and for host buffers moving the data), and "completed" when the call
+ * returns -- unless the call launched kernels: then it is "scheduled" (queued on the GPU) and
+ * "completed" once the communicator's launch event, recorded after those kernels, has fired
+ * (the watchdog looks; kernel.cu counts the launches, so one event tells about them all).
  * An operation whose call returned an error is "completed" with that result in its "tccl"
  * fields; one still running when a dump is written shows "started" or "scheduled".
  *
@@ -43,7 +45,6 @@
 #include <vector>
 
 #include "core.h"
-#include "cuda_wrap.h"
 
 namespace tccl {
 
@@ -63,11 +64,11 @@ struct FrEntry {
   int redop = -1;         // DevRedOp for reductions (redOpName names it), else -1
   int root = -1;          // broadcast, reduce
   int peer = -1;          // send, recv
-  bool onDevice = false;
+  bool onDevice = false;      // its call launched kernels
+  uint64_t launch = 0;        // device: the communicator's launch count after its launch
   FrState state = FrState::kScheduled;
   uint64_t createdNs = 0, startedNs = 0, completedNs = 0;  // CLOCK_REALTIME; 0: not yet
   int result = 0;             // tcclResult_t of the call that ran it (host), 0 for success
-  CudaEvent* done = nullptr;  // device: fires after the operation's kernels (owned)
 };
 
 class FlightRecorder {
@@ -84,11 +85,12 @@ class FlightRecorder {
   /// whose launch failed): they are completed, with the call's result (an error is kept in
   /// the entry: a failed call is over, and the watchdog must not wait for it).
   void finish(uint64_t first, uint64_t last, tcclResult_t result);
-  /// Device operations [first, last] were launched on `stream`: an event after them tells
-  /// their completion (events come from a pool; none on a stream being captured).
-  tcclResult_t afterLaunch(uint64_t first, uint64_t last, cudaStream_t stream);
-  /// Marks device operations whose event fired as completed (the watchdog's call).
-  void pollDevice();
+  /// Operations [first, last] launched kernels; `launch` is the communicator's launch count
+  /// after them: they are "scheduled" until pollDevice learns that launch has completed.
+  void launched(uint64_t first, uint64_t last, uint64_t launch);
+  /// The communicator's launches up to `launch` have completed (its launch event fired):
+  /// their operations are completed (the watchdog's call).
+  void pollDevice(uint64_t launch);
 
   /// The oldest operation not completed, and when the wait for it began: when it started,
   /// or when the operation before it completed, whichever is later (so a queue of device
@@ -109,7 +111,7 @@ class FlightRecorder {
   size_t capacity_;
   uint64_t next_ = 0;  // record id of the next entry
   uint64_t collSeq_ = 0, p2pSeq_ = 0;
-  std::vector<CudaEvent*> freeEvents_;
+  uint64_t deviceDone_ = 0;  // launches known complete
 };
 
 /// PyTorch's name of a collective: "all_reduce", "all_gather", ... (the dump prepends "nccl:";

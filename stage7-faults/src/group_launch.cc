@@ -466,29 +466,23 @@ namespace {
 /// One communicator's operations of the group, as the recorder numbered them.
 struct FrSpan {
   uint64_t first = 0, last = 0;
-  bool any = false, onDevice = false, record = true;
+  uint64_t launches = 0;  // the communicator's launch count before the group
+  bool any = false;
 };
 
-/// Records every operation of the group before it runs: host ones as started (they run in
-/// this call), device ones as scheduled. Operations captured into a CUDA graph are not
-/// recorded: they run when the graph is replayed, not now.
+/// Records every operation of the group before it runs, as started: the call is working on
+/// it. (Whether it will run on the GPU is learned afterwards, from the launch count: asking
+/// CUDA where each buffer lives here too would cost a microsecond a call.)
 FrSpan frRecord(CommTasks& t) {
   FrSpan span;
   tcclComm* comm = t.comm;
-  if (comm->cudaDev >= 0) {
-    bool moves = false, capturing = false;
-    if (classifyMemory(comm, t, &span.onDevice, &moves) != tcclSuccess) span.onDevice = false;
-    if (streamIsCapturing(t.stream, &capturing) == tcclSuccess && capturing) span.record = false;
-  }
-  if (!span.record) return span;
+  span.launches = comm->launches.load(std::memory_order_relaxed);
   const uint64_t now = frNowNs();
   uint64_t op = comm->opCount;  // recordOps gives the same numbers, in the same order
   auto add = [&](FrEntry& e) {
     e.opCount = op++;
-    e.onDevice = span.onDevice;
-    e.state = span.onDevice ? FrState::kScheduled : FrState::kStarted;
-    e.createdNs = now;
-    e.startedNs = span.onDevice ? 0 : now;
+    e.state = FrState::kStarted;
+    e.createdNs = e.startedNs = now;
     const uint64_t id = comm->fr->record(e);
     if (!span.any) span.first = id;
     span.last = id;
@@ -546,12 +540,15 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
   for (size_t i = 0; i < comms.size(); i++) {
     const FrSpan& sp = spans[i];
     if (!sp.any) continue;
-    FlightRecorder& fr = *comms[i].comm->fr;
-    if (!sp.onDevice || res != tcclSuccess) {
-      fr.finish(sp.first, sp.last, res);
+    tcclComm* comm = comms[i].comm;
+    // Kernels launched (kernel.cu counts them): the operations complete with that launch.
+    // Otherwise they are over now: host buffers moved, nothing to move, captured into a
+    // graph (which runs later, as the graph's replays), or failed.
+    const uint64_t launches = comm->launches.load(std::memory_order_relaxed);
+    if (res == tcclSuccess && launches != sp.launches) {
+      comm->fr->launched(sp.first, sp.last, launches);
     } else {
-      // An event after the group's kernels: the watchdog sees them complete.
-      TCCL_CHECK(fr.afterLaunch(sp.first, sp.last, comms[i].stream));
+      comm->fr->finish(sp.first, sp.last, res);
     }
   }
   return res;

@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "comm.h"
+#include "cuda_wrap.h"
 #include "flight_recorder.h"
 #include "group.h"
 #include "tccl/common/param.h"
@@ -118,7 +119,7 @@ void Watchdog::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, std::chrono::nanoseconds(tick), [this] { return stop_; })) {
     lock.unlock();
-    comm_->fr->pollDevice();
+    pollDevice();
     const uint64_t signals = dumpSignals.load(std::memory_order_relaxed);
     if (signals != signalsSeen_) {
       signalsSeen_ = signals;
@@ -126,6 +127,17 @@ void Watchdog::loop() {
     }
     if (timeoutNs_ > 0 && !fired_) checkTimeout();
     lock.lock();
+  }
+}
+
+void Watchdog::pollDevice() {
+  // The count first, then the event: lastLaunch is recorded before the count moves
+  // (kernel.cu), so a fired event covers at least the launches counted here.
+  const uint64_t launches = comm_->launches.load(std::memory_order_acquire);
+  if (launches == 0) return;
+  bool fired = false;
+  if (eventQuery(comm_->lastLaunch, &fired) == tcclSuccess && fired) {
+    comm_->fr->pollDevice(launches);
   }
 }
 

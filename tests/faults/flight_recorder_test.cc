@@ -120,18 +120,19 @@ TEST(FlightRecorder, RecordsEveryOperationInOrder) {
   ASSERT_EQ(tcclCommDestroy(comm), tcclSuccess);
 }
 
-// Device buffers (where there is a GPU): an operation is "scheduled" at launch and becomes
-// "completed" once the event after its kernels fired, which the watchdog notices (100 ms
-// ticks).
+// Device buffers (where there is a GPU): an operation whose call launched kernels is
+// "scheduled" and becomes "completed" once the communicator's launch event has fired, which the
+// watchdog notices (100 ms ticks). Out of place, so that even one rank launches (a copy): in
+// place, one rank has nothing to do, and its operation is completed when the call returns.
 TEST(FlightRecorder, DeviceOperationsCompleteWhenTheirEventFires) {
   if (!haveGpu()) GTEST_SKIP() << "no GPU";
   const int r = worldRank();
   tcclComm_t comm = nullptr;
   ASSERT_EQ(initWorldComm(&comm), tcclSuccess);
-  Buffer buf(4000 * sizeof(float), MemKind::kDevice);
-  buf.poison();
+  Buffer in(4000 * sizeof(float), MemKind::kDevice), out(4000 * sizeof(float), MemKind::kDevice);
+  in.poison();
   for (int i = 0; i < 3; i++) {
-    ASSERT_EQ(tcclAllReduce(buf.data(), buf.data(), 4000, tcclFloat32, tcclMax, comm, nullptr),
+    ASSERT_EQ(tcclAllReduce(in.data(), out.data(), 4000, tcclFloat32, tcclMax, comm, nullptr),
               tcclSuccess);
   }
   deviceSync();

@@ -276,6 +276,9 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
   if (!capturing) {
     TCCL_CHECK(eventRecord(comm->lastLaunch, stream));
     comm->haveLaunched = true;
+    // Stage 7: counted after the record (release), so a watchdog that reads the count and
+    // then finds lastLaunch fired knows every launch up to that count is done.
+    comm->launches.fetch_add(1, std::memory_order_release);
     comm->lastStreamId = sid;
     comm->lastStreamKnown = true;
   }
