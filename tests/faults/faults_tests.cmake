@@ -6,7 +6,8 @@
 # and the helper tccl_stage_test_executable(<target> SOURCES ...). Labels: stage<N>, faults.
 #
 #   flight_recorder   every operation recorded once, in order, with PyTorch's names; the
-#                     dump API's errors (1..3 ranks)
+#                     dump API's errors (1..3 ranks); flight_recorder_signal: SIGUSR1 dumps
+#                     (TCCL_FR_DUMP_ON_SIGNAL=1, 2 ranks)
 #   watchdog          a rank that never joins collective 2 (it waits for a message instead):
 #                     every rank's call ends in tcclRemoteError naming its operation, within
 #                     TCCL_TIMEOUT=3 plus a margin, each leaving its dump (2 and 3 ranks)
@@ -30,6 +31,13 @@ foreach(np IN LISTS _nps)
     COMMAND ${TCCL_STAGE_PREFIX}test_flight_recorder --gtest_filter=FlightRecorder.*
     LABELS ${_faults_labels} TIMEOUT 120)
 endforeach()
+# The dump on SIGUSR1, into a directory of its own.
+set(_dir ${CMAKE_CURRENT_BINARY_DIR}/${TCCL_STAGE_PREFIX}fr_signal)
+file(MAKE_DIRECTORY ${_dir})
+tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}flight_recorder_signal NP 2
+  COMMAND ${TCCL_STAGE_PREFIX}test_flight_recorder --gtest_filter=FlightRecorder.SignalDumps
+  LABELS ${_faults_labels} TIMEOUT 60
+  ENVIRONMENT TCCL_FR_DUMP_ON_SIGNAL=1 TCCL_FR_DUMP=${_dir}/sig_)
 
 # The watchdog, then the analyzer on the dumps it left (a fixture: the dumps come first).
 tccl_stage_nps(_nps 2 3)

@@ -7,6 +7,8 @@
  *    with PyTorch's names ("nccl:all_reduce", "nccl:send 0->1"), collective_seq_id 1..5 and
  *    p2p_seq_id 1..2 in issue order, sizes and dtypes as called;
  *  - the dump API's errors: no communicator, no path and no TCCL_FR_DUMP;
+ *  - the dump on SIGUSR1 (SignalDumps, run by CTest with TCCL_FR_DUMP_ON_SIGNAL=1): the file
+ *    appears within the watchdog's tick, with no call from the program;
  *  - the watchdog (Watchdog.*, run by CTest with TCCL_TIMEOUT=3 and TCCL_FR_DUMP set): the
  *    ranks agree on collective 1, then rank 1 never calls collective 2, an all-reduce (a rank
  *    stuck elsewhere, or dead). Without the watchdog the others hang for ever; with it, their
@@ -28,6 +30,7 @@
  * Added in: stage 7.
  */
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -149,6 +152,34 @@ TEST(FlightRecorder, DeviceOperationsCompleteWhenTheirEventFires) {
   unlink(path.c_str());
   EXPECT_EQ(countOf(dump, "\"state\": \"completed\""), 3) << dump;
   EXPECT_EQ(countOf(dump, "\"on_device\": true"), 3) << dump;
+  ASSERT_EQ(tcclCommDestroy(comm), tcclSuccess);
+}
+
+// Run by CTest with TCCL_FR_DUMP_ON_SIGNAL=1 and TCCL_FR_DUMP set (faults_tests.cmake): a
+// SIGUSR1 makes the watchdog dump at its next tick (100 ms), with no call from the program.
+TEST(FlightRecorder, SignalDumps) {
+  const char* onSignal = getenv("TCCL_FR_DUMP_ON_SIGNAL");
+  const char* prefix = getenv("TCCL_FR_DUMP");
+  if (onSignal == nullptr || std::string(onSignal) != "1" || prefix == nullptr) {
+    GTEST_SKIP() << "needs TCCL_FR_DUMP_ON_SIGNAL=1 and TCCL_FR_DUMP";
+  }
+  const int r = worldRank();
+  const std::string path = std::string(prefix) + std::to_string(r);
+  unlink(path.c_str());
+  tcclComm_t comm = nullptr;
+  ASSERT_EQ(initWorldComm(&comm), tcclSuccess);
+  std::vector<int32_t> a(10, 1), b(10, 0);
+  ASSERT_EQ(tcclAllReduce(a.data(), b.data(), 10, tcclInt32, tcclSum, comm, nullptr),
+            tcclSuccess);
+  ASSERT_EQ(kill(getpid(), SIGUSR1), 0);
+  std::string dump;
+  for (int tries = 0; tries < 50 && dump.empty(); tries++) {  // up to 5 s
+    usleep(100 * 1000);
+    dump = readFile(path);
+  }
+  EXPECT_EQ(countOf(dump, "\"profiling_name\": \"nccl:all_reduce\""), 1) << path;
+  EXPECT_EQ(countOf(dump, "\"state\": \"completed\""), 1) << dump;
+  unlink(path.c_str());
   ASSERT_EQ(tcclCommDestroy(comm), tcclSuccess);
 }
 
