@@ -37,22 +37,16 @@ struct GroupSummary {
   uint64_t digest;  // FNV-1a of the signatures
 };
 
-/// "all_reduce of 1000 x float32 (sum)", "broadcast of 10 x int32 (root 0)".
 std::string describe(const CollSignature& s) {
-  std::string out = std::string(frCollName(s.func)) + " of " + std::to_string(s.count) + " x " +
-                    dtypeName(tcclDataType_t(s.dtype));
-  if (s.redop != 0xff) out += std::string(" (") + redOpName(DevRedOp(s.redop)) + ")";
-  if (s.root >= 0) out += " (root " + std::to_string(s.root) + ")";
-  return out;
+  return frCallWords(s.func, s.count, s.dtype, s.redop == 0xff ? -1 : s.redop, s.root);
 }
 
 CollSignature signatureOf(const CollTask& c) {
   CollSignature s{};
   s.func = uint8_t(c.func);
   s.dtype = uint8_t(c.dtype);
-  const bool reduces = c.func != WorkFunc::kAllGather && c.func != WorkFunc::kBroadcast;
-  s.redop = reduces ? uint8_t(c.op.op) : 0xff;
-  s.root = c.func == WorkFunc::kBroadcast || c.func == WorkFunc::kReduce ? c.root : -1;
+  s.redop = frCollReduces(s.func) ? uint8_t(c.op.op) : 0xff;
+  s.root = frCollRooted(s.func) ? c.root : -1;
   s.count = c.count;
   return s;
 }

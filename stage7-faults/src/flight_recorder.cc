@@ -68,6 +68,22 @@ const char* frCollName(uint8_t f) {
   }
 }
 
+bool frCollReduces(uint8_t f) {
+  return WorkFunc(f) != WorkFunc::kAllGather && WorkFunc(f) != WorkFunc::kBroadcast;
+}
+
+bool frCollRooted(uint8_t f) {
+  return WorkFunc(f) == WorkFunc::kBroadcast || WorkFunc(f) == WorkFunc::kReduce;
+}
+
+std::string frCallWords(uint8_t f, uint64_t count, int dtype, int redop, int root) {
+  std::string out = std::string(frCollName(f)) + " of " + std::to_string(count) + " x " +
+                    dtypeName(tcclDataType_t(dtype));
+  if (redop >= 0) out += std::string(" (") + redOpName(DevRedOp(redop)) + ")";
+  if (root >= 0) out += " (root " + std::to_string(root) + ")";
+  return out;
+}
+
 const char* frStateName(FrState s) {
   switch (s) {
     case FrState::kScheduled: return "scheduled";
@@ -184,11 +200,6 @@ std::vector<FrEntry> FlightRecorder::snapshot() const {
   const uint64_t begin = next_ > capacity_ ? next_ - capacity_ : 0;
   for (uint64_t id = begin; id < next_; id++) out.push_back(ring_[id % capacity_]);
   return out;
-}
-
-uint64_t FlightRecorder::lastRecordId() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return next_;
 }
 
 uint64_t FlightRecorder::collectives() const {

@@ -58,6 +58,7 @@ struct FrEntry {
   uint64_t p2pSeq = 0;    // p2p_seq_id (0 for collectives)
   uint64_t opCount = 0;   // the communicator's operation number (trace spans use it too)
   const char* name = "";  // "all_reduce", "send": the profiling name is "nccl:" + name
+  uint8_t func = 0;       // collectives: the WorkFunc (frCallWords)
   int64_t inCount = 0;    // elements in and out, per this rank's buffers
   int64_t outCount = 0;
   int dtype = 0;          // tcclDataType_t (send/recv: bytes, tcclUint8)
@@ -98,7 +99,7 @@ class FlightRecorder {
   bool oldestPending(FrEntry* e, uint64_t* waitingSinceNs) const;
   /// The entries still in the ring, oldest first.
   std::vector<FrEntry> snapshot() const;
-  uint64_t lastRecordId() const;
+  size_t capacity() const { return capacity_; }
   /// Collectives recorded so far: the collective_seq_id of the latest.
   uint64_t collectives() const;
 
@@ -117,6 +118,13 @@ class FlightRecorder {
 /// PyTorch's name of a collective: "all_reduce", "all_gather", ... (the dump prepends "nccl:";
 /// the watchdog's and the check mode's messages use it as it is).
 const char* frCollName(uint8_t workFunc);
+/// Whether a collective (a WorkFunc) has a reduction, or a root: what a record or a signature
+/// of it keeps besides count and type.
+bool frCollReduces(uint8_t workFunc);
+bool frCollRooted(uint8_t workFunc);
+/// A collective call in words, for messages: "all_reduce of 1000 x float32 (sum)",
+/// "broadcast of 10 x int32 (root 0)". `redop` a DevRedOp or -1, `root` -1 for none.
+std::string frCallWords(uint8_t workFunc, uint64_t count, int dtype, int redop, int root);
 
 /// Wall-clock nanoseconds (the dumps of different hosts are compared by time).
 uint64_t frNowNs();

@@ -490,14 +490,15 @@ FrSpan frRecord(CommTasks& t) {
   };
   for (const CollTask& c : t.colls) {  // the collectives phase runs first (plan_ring.cc)
     FrEntry e;
-    e.name = frCollName(uint8_t(c.func));
+    const uint8_t f = uint8_t(c.func);
+    e.func = f;
+    e.name = frCollName(f);
     const int64_t n = int64_t(c.count), r = comm->nranks;
     e.inCount = c.func == WorkFunc::kReduceScatter ? n * r : n;
     e.outCount = c.func == WorkFunc::kAllGather ? n * r : n;
     e.dtype = int(c.dtype);
-    const bool reduces = c.func != WorkFunc::kAllGather && c.func != WorkFunc::kBroadcast;
-    e.redop = reduces ? int(c.op.op) : -1;  // (DevRedOp: avg may show as premulsum)
-    e.root = c.func == WorkFunc::kBroadcast || c.func == WorkFunc::kReduce ? c.root : -1;
+    e.redop = frCollReduces(f) ? int(c.op.op) : -1;  // (DevRedOp: avg may show as premulsum)
+    e.root = frCollRooted(f) ? c.root : -1;
     add(e);
   }
   for (const P2pTask& p : t.p2p) {

@@ -14,7 +14,6 @@
 #include "comm.h"
 #include "cuda_wrap.h"
 #include "flight_recorder.h"
-#include "group.h"
 #include "tccl/common/param.h"
 
 // Seconds an operation may wait before the communicator is aborted (PyTorch's default
@@ -59,12 +58,11 @@ std::string frDescribe(const FrEntry& e) {
              (unsigned long)e.opCount, (unsigned long)e.p2pSeq, e.name, (long)e.inCount,
              std::string(e.name) == "send" ? "to" : "from", e.peer);
   } else {
-    std::string extra;
-    if (e.redop >= 0) extra += std::string(", ") + redOpName(DevRedOp(e.redop));
-    if (e.root >= 0) extra += ", root " + std::to_string(e.root);
-    snprintf(buf, sizeof buf, "operation %lu (collective %lu), nccl:%s of %ld x %s%s",
-             (unsigned long)e.opCount, (unsigned long)e.collSeq, e.name, (long)e.inCount,
-             dtypeName(tcclDataType_t(e.dtype)), extra.c_str());
+    snprintf(buf, sizeof buf, "operation %lu (collective %lu), nccl:%s", (unsigned long)e.opCount,
+             (unsigned long)e.collSeq,
+             // (the call's count: all-gather's input, reduce-scatter's output)
+             frCallWords(e.func, uint64_t(std::min(e.inCount, e.outCount)), e.dtype, e.redop,
+                         e.root).c_str());
   }
   return buf;
 }
@@ -100,6 +98,13 @@ tcclResult_t frDump(const tcclComm* comm, const char* path) {
 
 Watchdog::Watchdog(tcclComm* comm) : comm_(comm), timeoutNs_(watchdogTimeoutSec() * 1'000'000'000) {
   signalsSeen_ = dumpSignals.load();
+  if (timeoutNs_ > 0 && comm->fr->capacity() == 0) {
+    // The timeout is measured on the recorder's entries: with none kept, there is nothing to
+    // watch. Said once per communicator rather than silently ignored.
+    TCCL_WARN("watchdog: TCCL_FR_ENTRIES=0 keeps no operations, so TCCL_TIMEOUT=%ld cannot "
+              "be watched: the timeout is off", (long)watchdogTimeoutSec());
+    timeoutNs_ = 0;
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
