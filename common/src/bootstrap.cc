@@ -72,6 +72,7 @@ struct Bootstrap::Impl {
   int rank = 0, nranks = 0;
   uint64_t secret = 0;
   double timeout = 0;  // seconds, TCCL_BOOTSTRAP_TIMEOUT
+  const std::atomic<uint32_t>* interrupt = nullptr;  // setInterrupt: ends waits when it moves
   Socket listener;
   SocketAddress listenAddr;
   std::vector<SocketAddress> peers;  // listen address of every rank
@@ -253,6 +254,7 @@ tcclResult_t Bootstrap::Impl::recvMsg(int peer, uint32_t type, uint32_t tag, voi
                  nranks);
   TCCL_ARG_CHECK(data != nullptr || size == 0, "bootstrap recv: null buffer");
   Deadline by = deadline();
+  const uint32_t interruptsAtStart = interrupt != nullptr ? interrupt->load() : 0;
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
     for (auto it = queue.begin(); it != queue.end(); ++it) {
@@ -272,8 +274,18 @@ tcclResult_t Bootstrap::Impl::recvMsg(int peer, uint32_t type, uint32_t tag, voi
       TCCL_WARN("bootstrap: rank %d can no longer receive (see the earlier warning)", rank);
       return tcclSystemError;
     }
-    if (by == Deadline::max()) {
+    // With an interrupt counter, wake every 100 ms to look at it (nobody notifies the
+    // condition variable when it moves).
+    if (interrupt != nullptr && interrupt->load() != interruptsAtStart) {
+      TCCL_WARN("bootstrap: rank %d stopped waiting for rank %d (tag %u): the communicator "
+                "was aborted", rank, peer, tag);
+      return tcclRemoteError;
+    }
+    const Deadline slice = Clock::now() + std::chrono::milliseconds(100);
+    if (by == Deadline::max() && interrupt == nullptr) {
       cv.wait(lock);
+    } else if (interrupt != nullptr && slice < by) {
+      cv.wait_until(lock, slice);
     } else if (cv.wait_until(lock, by) == std::cv_status::timeout && Clock::now() >= by) {
       TCCL_WARN(
           "bootstrap: rank %d timed out after %.0f s waiting for a message from rank %d "
@@ -414,6 +426,11 @@ tcclResult_t Bootstrap::create(const void* id, int rank, int nranks,
 }
 
 Bootstrap::~Bootstrap() = default;
+
+void Bootstrap::setInterrupt(const std::atomic<uint32_t>* counter) {
+  // (Set before the communicator is shared: the caller's thread reads it in recv.)
+  impl_->interrupt = counter;
+}
 
 // ---- the public calls -------------------------------------------------------------------------
 

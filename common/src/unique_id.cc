@@ -147,15 +147,21 @@ tcclResult_t bootstrapGetUniqueId(void* id) {
     data.startRoot = true;
     TCCL_INFO(kBootstrap, "unique id from TCCL_COMM_ID=%s (rank 0 starts the root there)",
               commId.c_str());
-  } else {
-    SocketAddress local;
-    TCCL_CHECK(findInterfaceAddress(&local));
-    Socket listener;
-    TCCL_CHECK(listener.listen(local, &data.root));
-    data.secret = randomU64();
-    TCCL_CHECK(bootstrapRootStart(std::move(listener), data.secret));
-    TCCL_INFO(kBootstrap, "bootstrap root listening on %s", data.root.toString().c_str());
+    return encodeUniqueId(data, id);
   }
+  return bootstrapNewRoot(id);
+}
+
+tcclResult_t bootstrapNewRoot(void* id) {
+  TCCL_ARG_CHECK(id != nullptr, "bootstrapNewRoot: id is null");
+  UniqueIdData data;
+  SocketAddress local;
+  TCCL_CHECK(findInterfaceAddress(&local));
+  Socket listener;
+  TCCL_CHECK(listener.listen(local, &data.root));
+  data.secret = randomU64();
+  TCCL_CHECK(bootstrapRootStart(std::move(listener), data.secret));
+  TCCL_INFO(kBootstrap, "bootstrap root listening on %s", data.root.toString().c_str());
   return encodeUniqueId(data, id);
 }
 

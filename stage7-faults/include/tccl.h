@@ -67,7 +67,7 @@ typedef struct tcclConfig_v1 {
   size_t size;           ///< sizeof(tcclConfig_t); set by the initializer.
   unsigned int magic;    ///< Set by the initializer; a config without it is rejected.
   unsigned int version;  ///< TCCL_VERSION_CODE at build time; set by the initializer.
-  int blocking;          ///< 1: calls block (the default). 0 (non-blocking) is honoured from stage 7.
+  int blocking;          ///< 1: calls block (the default). 0 (stage 7): calls return tcclInProgress.
   int minCTAs;           ///< Lower bound on channels (thread blocks) per operation.
   int maxCTAs;           ///< Upper bound on channels (thread blocks) per operation.
   const char* commName;  ///< A name shown in logs; may be NULL.
@@ -127,7 +127,8 @@ const char* tcclGetErrorString(tcclResult_t result);
 /// `comm` may be NULL.
 const char* tcclGetLastError(tcclComm_t comm);
 /// The asynchronous error state of a communicator: tcclSuccess, or the error that broke it
-/// (for example tcclRemoteError after a peer died).
+/// (for example tcclRemoteError after a peer died). Stage 7, non-blocking communicators:
+/// tcclInProgress while the last call's work is still going on.
 tcclResult_t tcclCommGetAsyncError(tcclComm_t comm, tcclResult_t* asyncError);
 /** @} */
 
@@ -150,7 +151,9 @@ tcclResult_t tcclCommInitAll(tcclComm_t* comms, int ndev, const int* devlist);
 tcclResult_t tcclCommInitFromEnv(tcclComm_t* comm);
 /// Waits for the communicator's outstanding work, then frees it.
 tcclResult_t tcclCommDestroy(tcclComm_t comm);
-/// Frees the communicator without waiting: outstanding operations are aborted.
+/// Frees the communicator without waiting: outstanding operations are aborted. (Stage 7: safe
+/// from another thread while a call on the communicator is stuck: that call returns an error
+/// first, then the communicator is freed.)
 tcclResult_t tcclCommAbort(tcclComm_t comm);
 /// Number of ranks.
 tcclResult_t tcclCommCount(const tcclComm_t comm, int* count);
@@ -163,6 +166,32 @@ tcclResult_t tcclCommUserRank(const tcclComm_t comm, int* rank);
 /// rank (tccl's addition; NCCL has no flight recorder, PyTorch's is
 /// torch._C._distributed_c10d._dump_nccl_trace).
 tcclResult_t tcclCommDumpFlightRecorder(const tcclComm_t comm, const char* path);
+/// Stage 7: waits for the communicator's outstanding operations and puts their data on the
+/// wire; afterwards only tcclCommDestroy remains. Non-blocking communicators: returns
+/// tcclInProgress, poll tcclCommGetAsyncError.
+tcclResult_t tcclCommFinalize(tcclComm_t comm);
+/// Color of a rank that joins no new communicator in tcclCommSplit (its *newcomm is NULL).
+#define TCCL_SPLIT_NOCOLOR (-1)
+/// Stage 7: every rank of `comm` calls it; the ranks of one `color` (>= 0) form a new
+/// communicator, ranked by `key` (ties: by their rank in `comm`). `config` NULL: the new
+/// communicator takes `comm`'s configuration. Collective over `comm`.
+tcclResult_t tcclCommSplit(tcclComm_t comm, int color, int key, tcclComm_t* newcomm,
+                           tcclConfig_t* config);
+/// tcclCommShrink's flags: DEFAULT when `comm` has no operation in flight; ABORT first stops
+/// those in flight (after a failure: some wait for the failed ranks).
+#define TCCL_SHRINK_DEFAULT 0x00
+#define TCCL_SHRINK_ABORT 0x01
+/// Stage 7: every rank of `comm` not in `excludeRanksList` calls it (the excluded ones, failed
+/// or leaving, do not): the others form a new communicator, keeping their order. Talks only to
+/// the ranks that stay, so it works when the excluded ones are dead.
+tcclResult_t tcclCommShrink(tcclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            tcclComm_t* newcomm, tcclConfig_t* config, int shrinkFlags);
+/// tcclCommRevoke's flags (none yet).
+#define TCCL_REVOKE_DEFAULT 0x00
+/// Stage 7: stops the communicator's operations in flight (they return an error) without
+/// freeing it; afterwards only tcclCommShrink and tcclCommDestroy remain. Local: each rank
+/// calls it when it decides to. Non-blocking communicators: tcclInProgress, then poll.
+tcclResult_t tcclCommRevoke(tcclComm_t comm, int revokeFlags);
 /** @} */
 
 /** @name Groups

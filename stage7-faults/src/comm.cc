@@ -25,7 +25,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <unordered_set>
 
 #include "executor.h"
@@ -67,7 +69,9 @@ tcclResult_t tcclComm::ensureProxy() {
 
 void tcclComm::setError(tcclResult_t err, const char* reason) {
   int expected = tcclSuccess;
-  if (asyncError.compare_exchange_strong(expected, err)) {
+  // Stage 7: after tcclCommRevoke, operations fail because they were stopped on purpose:
+  // not an error of the communicator's (tcclCommGetAsyncError then says tcclSuccess).
+  if (!revoked.load() && asyncError.compare_exchange_strong(expected, err)) {
     TCCL_WARN("communicator failed (%s): aborting its operations", tcclGetErrorString(err));
     if (reason != nullptr) {  // (only the first error's reason: the one that explains)
       std::lock_guard<std::mutex> lock(errorMutex);
@@ -75,8 +79,10 @@ void tcclComm::setError(tcclResult_t err, const char* reason) {
     }
   }
   // Raise the flag every executor's spin loop checks. Only ever 0 -> 1. Release: the error
-  // recorded above is visible to whoever sees the flag.
-  __atomic_store_n(abortFlag, 1u, __ATOMIC_RELEASE);
+  // recorded above is visible to whoever sees the flag. (Stage 7: a non-blocking init that
+  // failed before the flag existed has nothing to raise.)
+  if (abortFlag != nullptr) __atomic_store_n(abortFlag, 1u, __ATOMIC_RELEASE);
+  interrupts.fetch_add(1);  // stage 7: and the waits on the bootstrap
   progress.notify();  // host executors asleep on the signal look at the flag
 }
 
@@ -87,6 +93,7 @@ tcclResult_t tcclComm::checkAsyncError() {
   // runs twice per call, and scanning 128 words one by one was 5% of an 8-byte all-reduce's
   // time on the CPU; the comparison was still 5% once the plan was reused).
   static const uint32_t kAllOk[tccl::kMaxWorkItems] = {};
+  if (abortFlag == nullptr) return tcclResult_t(err);  // (stage 7: a failed non-blocking init)
   if (err == tcclSuccess && cudaDev >= 0 && memcmp(devStatus, kAllOk, sizeof kAllOk) != 0) {
     for (int i = 0; i < tccl::kMaxWorkItems; i++) {
       if (devStatus[i] != tccl::kWorkOk) {
@@ -99,7 +106,7 @@ tcclResult_t tcclComm::checkAsyncError() {
     }
   }
   if (err == tcclSuccess && __atomic_load_n(abortFlag, __ATOMIC_ACQUIRE)) {
-    err = tcclRemoteError;  // aborted by tcclCommAbort
+    err = tcclRemoteError;  // aborted by tcclCommAbort (stage 7: or tcclCommRevoke)
   }
   if (err != tcclSuccess) {
     TCCL_WARN("communicator is in error state (%s)", tcclGetErrorString(tcclResult_t(err)));
@@ -119,6 +126,74 @@ tcclResult_t commCheck(const tcclComm* comm, const char* call) {
   TCCL_ARG_CHECK(commIsLive(comm), "%s: communicator %p is not valid (destroyed, or never created)",
                  call, (const void*)comm);
   return tcclSuccess;
+}
+
+tcclResult_t commCheckIdle(const tcclComm* comm, const char* call) {
+  TCCL_CHECK(commCheck(comm, call));
+  // (NCCL's ncclCommEnsureReady gives the same code for the same mistake.)
+  TCCL_ARG_CHECK(comm->jobs.load() == 0,
+                 "%s: the communicator's previous call returned tcclInProgress and has not "
+                 "finished: poll tcclCommGetAsyncError until it stops saying tcclInProgress",
+                 call);
+  return tcclSuccess;
+}
+
+tcclResult_t commCheckReady(const tcclComm* comm, const char* call) {
+  TCCL_CHECK(commCheckIdle(comm, call));
+  if (comm->revoked.load()) {
+    TCCL_WARN("%s: the communicator was revoked (tcclCommRevoke): only tcclCommShrink and "
+              "tcclCommDestroy remain", call);
+    return tcclInvalidUsage;
+  }
+  if (comm->finalized.load()) {
+    TCCL_WARN("%s: the communicator was finalized (tcclCommFinalize): only tcclCommDestroy "
+              "remains", call);
+    return tcclInvalidUsage;
+  }
+  return tcclSuccess;
+}
+
+bool commAcquire(tcclComm* comm) {
+  // Under the registry's lock: commFree unregisters under it first, so after that no new use
+  // can begin, and it only has to wait for the uses already counted.
+  std::lock_guard<std::mutex> lock(registryMutex);
+  if (registry.count(comm) == 0) return false;
+  comm->users.fetch_add(1);
+  return true;
+}
+
+void commRelease(tcclComm* comm) {
+  // The caller's last touch of the communicator: once 0, commFree may free it.
+  comm->users.fetch_sub(1);
+}
+
+tcclResult_t commClaim(tcclComm* comm, const char* call) {
+  std::lock_guard<std::mutex> lock(registryMutex);
+  TCCL_ARG_CHECK(registry.erase(comm) == 1,
+                 "%s: communicator %p is not valid (destroyed, being destroyed by another "
+                 "thread, or never created)", call, (void*)comm);
+  return tcclSuccess;
+}
+
+void commRegister(tcclComm* comm) {
+  std::lock_guard<std::mutex> lock(registryMutex);
+  registry.insert(comm);
+}
+
+/// Waits until every call and job inside the communicator has left it (stage 7). After an
+/// abort they leave at once (every wait checks the flag); a destroy racing a call of another
+/// thread waits for it (the watchdog bounds that wait).
+static void waitUnused(tcclComm* comm) {
+  auto said = Clock::now();
+  while (comm->users.load() > 0) {
+    comm->progress.notify();  // host waiters asleep on the signal look at the flag again
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (Clock::now() - said > std::chrono::seconds(10)) {
+      TCCL_WARN("freeing the communicator waits for %d call(s) still inside it",
+                comm->users.load());
+      said = Clock::now();
+    }
+  }
 }
 
 /// Waits until the proxy has put every published step on the wire (head == tail on each send
@@ -189,6 +264,9 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
     return tcclInvalidArgument;
   }
   TCCL_CHECK(Bootstrap::create(id, comm->rank, comm->nranks, &comm->bootstrap));
+  // Stage 7: an abort also ends the waits on the bootstrap then in progress (check mode,
+  // split, connection setup), not the ones begun later (a shrink of the failed communicator).
+  comm->bootstrap->setInterrupt(&comm->interrupts);
   // Step 2: everyone learns about everyone.
   comm->peers.resize(comm->nranks);
   PeerInfo& me = comm->peers[comm->rank];
@@ -243,32 +321,48 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   return tcclSuccess;
 }
 
-tcclResult_t commCreate(const void* id, int nranks, int rank, const tcclConfig_t* config,
-                        tcclComm** out) {
+tcclComm* commAlloc(int nranks, int rank, const tcclConfig_t* config) {
   auto* comm = new tcclComm;
   comm->rank = rank;
   comm->nranks = nranks;
   comm->cudaDev = currentCudaDevice();
+  comm->config = TCCL_CONFIG_INITIALIZER;
+  if (config) comm->config = *config;
   if (config && config->commName) comm->name = config->commName;
   if (config && config->minCTAs != TCCL_CONFIG_UNDEF_INT) comm->minChannels = config->minCTAs;
   if (config && config->maxCTAs != TCCL_CONFIG_UNDEF_INT) comm->maxChannels = config->maxCTAs;
-  setLogRank(rank);
+  comm->blocking = !(config && config->blocking == 0);  // stage 7
   // Stage 7: the flight recorder first (every operation is recorded), the watchdog once the
   // communicator works (it reads the abort flag and the recorder).
   comm->fr = std::make_unique<FlightRecorder>(size_t(std::max<int64_t>(0, tcclParamFrEntries())));
-  tcclResult_t res = commInit(comm, id);
+  return comm;
+}
+
+tcclResult_t commSetup(tcclComm* comm, const void* id) {
+  setLogRank(comm->rank);
+  TCCL_CHECK(commInit(comm, id));
+  installDumpSignal();
+  comm->watchdog = std::make_unique<Watchdog>(comm);
+  return tcclSuccess;
+}
+
+tcclResult_t commCreate(const void* id, int nranks, int rank, const tcclConfig_t* config,
+                        tcclComm** out) {
+  tcclComm* comm = commAlloc(nranks, rank, config);
+  tcclResult_t res = commSetup(comm, id);
   if (res != tcclSuccess) {
     commFree(comm, true);
     return res;
   }
-  installDumpSignal();
-  comm->watchdog = std::make_unique<Watchdog>(comm);
-  {
-    std::lock_guard<std::mutex> lock(registryMutex);
-    registry.insert(comm);
-  }
+  commRegister(comm);
   *out = comm;
   return tcclSuccess;
+}
+
+tcclResult_t commFlush(tcclComm* comm) {
+  if (comm->haveLaunched) TCCL_CHECK(eventSynchronize(comm->lastLaunch));
+  if (comm->proxy) drainSendFifos(comm);
+  return comm->checkAsyncError();
 }
 
 tcclResult_t commFree(tcclComm* comm, bool abort) {
@@ -276,13 +370,19 @@ tcclResult_t commFree(tcclComm* comm, bool abort) {
     std::lock_guard<std::mutex> lock(registryMutex);
     registry.erase(comm);
   }
-  // Stage 7: the watchdog first: it reads what is freed below.
-  comm->watchdog.reset();
   // Running kernels and workers bail out.
   if (abort && comm->abortFlag) __atomic_store_n(comm->abortFlag, 1u, __ATOMIC_RELEASE);
+  if (abort) comm->interrupts.fetch_add(1);
+  // Stage 7: calls of other threads and non-blocking jobs leave first (they use everything
+  // below), then the watchdog stops (it reads what is freed below).
+  waitUnused(comm);
+  comm->watchdog.reset();
   // Kernels read the FIFOs and flags: they must be done before anything is freed.
   if (comm->haveLaunched) eventSynchronize(comm->lastLaunch);
-  if (comm->proxy && !abort) drainSendFifos(comm);
+  // (Stage 7: a finalized communicator drained already; a revoked one has nothing to send.)
+  if (comm->proxy && !abort && !comm->finalized.load() && !comm->revoked.load()) {
+    drainSendFifos(comm);
+  }
   if (comm->proxy) comm->proxy->stop();
   comm->workers.reset();
   comm->fibers.clear();

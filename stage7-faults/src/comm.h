@@ -109,6 +109,20 @@ struct tcclComm {
   // (watchdog.h); both exist for the communicator's whole life.
   std::unique_ptr<tccl::FlightRecorder> fr;
   std::unique_ptr<tccl::Watchdog> watchdog;
+  // Stage 7: the communicator's life beyond create and destroy (async_job.h, comm_finalize.cc,
+  // comm_split.cc). `users` counts the calls and jobs inside the communicator now (commAcquire):
+  // tcclCommAbort and tcclCommDestroy free nothing before it is 0. `jobs` counts non-blocking
+  // jobs not finished: while > 0, tcclCommGetAsyncError says tcclInProgress.
+  tcclConfig_t config;  // as given (TCCL_CONFIG_INITIALIZER when none); children inherit it
+  bool blocking = true;  // config blocking = 0: calls hand their work to a job and return
+  std::atomic<int> users{0};
+  std::atomic<int> jobs{0};
+  std::atomic<bool> finalized{false};  // tcclCommFinalize done: only destroy remains
+  std::atomic<bool> revoked{false};    // tcclCommRevoke done: only shrink and destroy remain
+  std::atomic<uint32_t> interrupts{0};  // aborts so far: they end waits on the bootstrap
+  uint32_t splits = 0;  // tcclCommSplit/Shrink calls so far (their bootstrap tags)
+  // Stage 7: a transport fault armed at this operation (fault_inject.h; 0: none).
+  std::atomic<int> faultArmed{0};
 
   std::vector<tccl::UserRedOp> userRedOps;  // tcclRedOpCreatePreMulSum's ops (stage 2)
   tccl::AlgoMask algoMask;  // what TCCL_ALGO allows per collective (stage 3, tuning.h)
@@ -176,6 +190,35 @@ tcclResult_t commFree(tcclComm* comm, bool abort);
 /// without touching the memory it points to.
 bool commIsLive(const tcclComm* comm);
 tcclResult_t commCheck(const tcclComm* comm, const char* call);
+/// Stage 7: commCheck, and no non-blocking job of the communicator is still running
+/// (tcclInvalidArgument, as NCCL's ncclCommEnsureReady).
+tcclResult_t commCheckIdle(const tcclComm* comm, const char* call);
+/// Stage 7: unregisters a live communicator for the caller, who then frees it; fails when it
+/// is not live (two threads destroying one communicator: one of them is told so).
+tcclResult_t commClaim(tcclComm* comm, const char* call);
+/// Stage 7: commCheck, and the communicator can take a new call: no non-blocking job of it
+/// still running (tcclInvalidArgument, as NCCL's ncclCommEnsureReady), not finalized, not
+/// revoked (tcclInvalidUsage).
+tcclResult_t commCheckReady(const tcclComm* comm, const char* call);
+/// Stage 7: marks a live communicator in use (false when it is not live: destroyed, aborted,
+/// or never made); commRelease ends the use. Freeing waits for every use to end, so a call
+/// inside a communicator never has it freed under its feet (tcclCommAbort from another thread).
+bool commAcquire(tcclComm* comm);
+void commRelease(tcclComm* comm);
+/// Stage 7: commCreate in two halves, for calls that must hand out the communicator before it
+/// works (non-blocking init, split): commAlloc makes the object (rank and size may be set
+/// later), commSetup joins the other ranks and starts the watchdog.
+tcclComm* commAlloc(int nranks, int rank, const tcclConfig_t* config);
+tcclResult_t commSetup(tcclComm* comm, const void* id);
+/// Stage 7: registers a communicator as live (commCreate does it once the communicator works;
+/// a non-blocking one is live while its job sets it up).
+void commRegister(tcclComm* comm);
+/// Stage 7: waits for the last launch and lets the proxy put every step on the wire: what
+/// tcclCommFinalize does, and tcclCommDestroy when nobody did.
+tcclResult_t commFlush(tcclComm* comm);
+/// Stage 7: tcclCommRevoke's work (comm_finalize.cc): stops every operation in flight and
+/// waits until it has; the caller holds one use of the communicator.
+tcclResult_t commRevokeNow(tcclComm* comm);
 
 }  // namespace tccl
 

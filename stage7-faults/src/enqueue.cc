@@ -23,7 +23,7 @@ namespace tccl {
 /// (e.g. gather's recvbuff on a non-root rank).
 tcclResult_t checkDataArgs(tcclComm* comm, const char* call, const void* buff, size_t count,
                            tcclDataType_t type, size_t* bytes) {
-  TCCL_CHECK(commCheck(comm, call));
+  TCCL_CHECK(commCheckReady(comm, call));  // (stage 7: not busy, finalized or revoked)
   size_t size = typeSize(type);
   TCCL_ARG_CHECK(size != 0, "%s: invalid data type %d", call, int(type));
   TCCL_ARG_CHECK(count <= SIZE_MAX / size,

@@ -207,6 +207,11 @@ uint64_t FlightRecorder::collectives() const {
   return collSeq_;
 }
 
+uint64_t FlightRecorder::nextRecordId() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_;
+}
+
 std::string FlightRecorder::toJson(int rank, int nranks, const std::string& commName,
                                    int64_t timeoutMs) const {
   const std::vector<FrEntry> entries = snapshot();

@@ -102,6 +102,8 @@ class FlightRecorder {
   size_t capacity() const { return capacity_; }
   /// Collectives recorded so far: the collective_seq_id of the latest.
   uint64_t collectives() const;
+  /// The record id the next operation will get (operations recorded so far).
+  uint64_t nextRecordId() const;
 
   /// PyTorch's Flight Recorder JSON for these entries.
   std::string toJson(int rank, int nranks, const std::string& commName, int64_t timeoutMs) const;

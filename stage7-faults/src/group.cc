@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "async_job.h"
 #include "comm.h"
 
 namespace tccl {
@@ -106,7 +107,9 @@ extern "C" tcclResult_t tcclGroupEnd() {
     TCCL_WARN("group not launched because an operation inside it failed: %s", why.c_str());
     return err;
   }
-  tcclResult_t res = groupLaunch(comms);
+  // Stage 7: the communicators are in use while the group runs (a tcclCommAbort of another
+  // thread waits), on this thread or, when they are non-blocking, in a job (async_job.h).
+  tcclResult_t res = groupLaunchInUse(comms);
   // Stage 5: the lists go back, empty, for the next group to fill.
   for (CommTasks& t : comms) {
     t.p2p.clear();

@@ -34,6 +34,7 @@
 #include "check_mode.h"
 #include "comm.h"
 #include "executor.h"
+#include "fault_inject.h"
 #include "flight_recorder.h"
 #include "group.h"
 #include "plan.h"
@@ -535,6 +536,14 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
   FrSpan one;
   std::vector<FrSpan> many(comms.size() > 1 ? comms.size() : 0);
   FrSpan* spans = comms.size() > 1 ? many.data() : &one;
+  // TCCL_FAULT (fault_inject.h) strikes as its operation is called, before it is recorded: a
+  // stalled rank's record shows when it really joined.
+  if (faultEnabled()) {
+    for (CommTasks& t : comms) {
+      const uint64_t first = t.comm->fr->nextRecordId() + 1;  // (operations count from 1)
+      faultAtCall(t.comm, first, first + t.colls.size() + t.p2p.size() - 1);
+    }
+  }
   for (size_t i = 0; i < comms.size(); i++) spans[i] = frRecord(comms[i]);
   tcclResult_t res = checkModeEnabled() ? checkGroup(comms) : tcclSuccess;
   if (res == tcclSuccess) res = launchGroup(comms);

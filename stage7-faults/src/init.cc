@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "async_job.h"
 #include "comm.h"
 #include "group.h"
 
@@ -31,12 +32,10 @@ tcclResult_t checkConfig(const tcclConfig_t* config) {
   TCCL_ARG_CHECK(config->size == sizeof(tcclConfig_t),
                  "tcclCommInitRankConfig: config size %zu, expected %zu", config->size,
                  sizeof(tcclConfig_t));
-  if (config->blocking != TCCL_CONFIG_UNDEF_INT && config->blocking != 1) {
-    TCCL_WARN("tcclCommInitRankConfig: non-blocking communicators (blocking = 0) are not "
-              "built yet: chapter %d adds them after its flight recorder and watchdog",
-              TCCL_STAGE);
-    return tcclInvalidUsage;
-  }
+  // Stage 7: non-blocking communicators (async_job.h).
+  TCCL_ARG_CHECK(config->blocking == TCCL_CONFIG_UNDEF_INT || config->blocking == 0 ||
+                     config->blocking == 1,
+                 "tcclCommInitRankConfig: blocking = %d (it must be 0 or 1)", config->blocking);
   return tcclSuccess;
 }
 
@@ -48,7 +47,22 @@ tcclResult_t initRank(tcclComm_t* comm, int nranks, const tcclUniqueId& id, int 
   TCCL_ARG_CHECK(rank >= 0 && rank < nranks, "tcclCommInitRank: rank %d out of range [0, %d)",
                  rank, nranks);
   TCCL_CHECK(checkConfig(config));
-  return commCreate(id.internal, nranks, rank, config, comm);
+  if (config == nullptr || config->blocking != 0) {
+    return commCreate(id.internal, nranks, rank, config, comm);
+  }
+  // Stage 7, non-blocking: the communicator is handed out at once (live, so that
+  // tcclCommGetAsyncError and tcclCommAbort take it) and a job joins the other ranks.
+  tcclComm* c = commAlloc(nranks, rank, config);
+  commRegister(c);
+  tcclUniqueId idCopy = id;
+  tcclResult_t res =
+      jobRun("tcclCommInitRankConfig", {c}, true, [c, idCopy] { return commSetup(c, idCopy.internal); });
+  if (res != tcclInProgress) {  // (no job: nothing else knows the communicator)
+    if (commClaim(c, "tcclCommInitRankConfig") == tcclSuccess) commFree(c, true);
+    return res;
+  }
+  *comm = c;
+  return tcclInProgress;
 }
 
 }  // namespace
@@ -125,31 +139,37 @@ extern "C" tcclResult_t tcclCommDestroy(tcclComm_t comm) {
               "call tcclGroupEnd first");
     return tcclInvalidUsage;
   }
+  // Stage 7: claimed first (a second destroy or abort of another thread is refused), then
+  // freed once calls of other threads and non-blocking jobs have left it (commFree waits).
+  TCCL_CHECK(commClaim(comm, "tcclCommDestroy"));
   return commFree(comm, false);
 }
 
 extern "C" tcclResult_t tcclCommAbort(tcclComm_t comm) {
   if (comm == nullptr) return tcclSuccess;
   TCCL_CHECK(commCheck(comm, "tcclCommAbort"));
+  // Stage 7: safe while a call of another thread is stuck in the communicator: commFree
+  // raises the abort flag, that call leaves with an error, then the communicator is freed.
+  TCCL_CHECK(commClaim(comm, "tcclCommAbort"));
   return commFree(comm, true);
 }
 
 extern "C" tcclResult_t tcclCommCount(const tcclComm_t comm, int* count) {
-  TCCL_CHECK(commCheck(comm, "tcclCommCount"));
+  TCCL_CHECK(commCheckIdle(comm, "tcclCommCount"));  // (stage 7)
   TCCL_ARG_CHECK(count != nullptr, "tcclCommCount: count is NULL");
   *count = comm->nranks;
   return tcclSuccess;
 }
 
 extern "C" tcclResult_t tcclCommCuDevice(const tcclComm_t comm, int* device) {
-  TCCL_CHECK(commCheck(comm, "tcclCommCuDevice"));
+  TCCL_CHECK(commCheckIdle(comm, "tcclCommCuDevice"));  // (stage 7)
   TCCL_ARG_CHECK(device != nullptr, "tcclCommCuDevice: device is NULL");
   *device = comm->cudaDev;
   return tcclSuccess;
 }
 
 extern "C" tcclResult_t tcclCommUserRank(const tcclComm_t comm, int* rank) {
-  TCCL_CHECK(commCheck(comm, "tcclCommUserRank"));
+  TCCL_CHECK(commCheckIdle(comm, "tcclCommUserRank"));  // (stage 7)
   TCCL_ARG_CHECK(rank != nullptr, "tcclCommUserRank: rank is NULL");
   *rank = comm->rank;
   return tcclSuccess;
@@ -158,6 +178,16 @@ extern "C" tcclResult_t tcclCommUserRank(const tcclComm_t comm, int* rank) {
 extern "C" tcclResult_t tcclCommGetAsyncError(tcclComm_t comm, tcclResult_t* asyncError) {
   TCCL_CHECK(commCheck(comm, "tcclCommGetAsyncError"));
   TCCL_ARG_CHECK(asyncError != nullptr, "tcclCommGetAsyncError: asyncError is NULL");
-  *asyncError = comm->checkAsyncError();
+  // Stage 7: a non-blocking job still running is tcclInProgress; a revoke the user asked for
+  // is no error in itself (only an error recorded before or besides it is).
+  if (!commAcquire(comm)) return commCheck(comm, "tcclCommGetAsyncError");
+  if (comm->jobs.load() > 0) {
+    *asyncError = tcclInProgress;
+  } else if (comm->revoked.load()) {
+    *asyncError = tcclResult_t(comm->asyncError.load());
+  } else {
+    *asyncError = comm->checkAsyncError();
+  }
+  commRelease(comm);
   return tcclSuccess;
 }

@@ -55,10 +55,11 @@ std::string frDescribe(const FrEntry& e) {
   char buf[256];
   if (e.peer >= 0) {
     snprintf(buf, sizeof buf, "operation %lu (p2p %lu), nccl:%s of %ld bytes %s rank %d",
-             (unsigned long)e.opCount, (unsigned long)e.p2pSeq, e.name, (long)e.inCount,
+             (unsigned long)(e.recordId + 1), (unsigned long)e.p2pSeq, e.name, (long)e.inCount,
              std::string(e.name) == "send" ? "to" : "from", e.peer);
   } else {
-    snprintf(buf, sizeof buf, "operation %lu (collective %lu), nccl:%s", (unsigned long)e.opCount,
+    snprintf(buf, sizeof buf, "operation %lu (collective %lu), nccl:%s",
+             (unsigned long)(e.recordId + 1),
              (unsigned long)e.collSeq,
              // (the call's count: all-gather's input, reduce-scatter's output)
              frCallWords(e.func, uint64_t(std::min(e.inCount, e.outCount)), e.dtype, e.redop,
@@ -147,6 +148,8 @@ void Watchdog::pollDevice() {
 }
 
 void Watchdog::checkTimeout() {
+  // A revoked communicator's operations were stopped on purpose: no timeout to report.
+  if (comm_->revoked.load()) return;
   FrEntry e;
   uint64_t since = 0;
   if (!comm_->fr->oldestPending(&e, &since)) return;

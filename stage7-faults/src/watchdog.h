@@ -68,7 +68,8 @@ class Watchdog {
 /// rank; nothing when that is unset). Logs where it went.
 tcclResult_t frDump(const tcclComm* comm, const char* path);
 
-/// "operation 7, nccl:all_reduce of 1000 x float32 (sum)": an entry in words.
+/// "operation 7 (collective 5), nccl:all_reduce of 1000 x float32 (sum)": an entry in words.
+/// Operations count from 1 in issue order (record_id + 1), as TCCL_FAULT_OP counts them.
 std::string frDescribe(const struct FrEntry& e);
 
 /// Installs the SIGUSR1 handler when TCCL_FR_DUMP_ON_SIGNAL=1 (once per process).

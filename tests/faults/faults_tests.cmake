@@ -69,3 +69,20 @@ foreach(np IN LISTS _nps)
     COMMAND ${TCCL_STAGE_PREFIX}test_check_mode
     LABELS ${_faults_labels} TIMEOUT 120 ENVIRONMENT TCCL_CHECK_MODE=1)
 endforeach()
+
+# A communicator's life: non-blocking, finalize, split, shrink, revoke, abort from a thread.
+tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_lifecycle PUBLIC_API
+  SOURCES ${_faults_src}/lifecycle_test.cc)
+tccl_stage_nps(_nps 2 3)
+foreach(np IN LISTS _nps)
+  tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}lifecycle NP ${np}
+    COMMAND ${TCCL_STAGE_PREFIX}test_lifecycle LABELS ${_faults_labels} TIMEOUT 120)
+endforeach()
+
+# Fault injection: ranks as forked processes (a dying rank would end an mpirun job).
+tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_fault_inject PUBLIC_API GTEST_MAIN
+  SOURCES ${_faults_src}/fault_inject_test.cc
+  DEFINITIONS TCCL_FRTRACE="${TCCL_STAGE_DIR}/../tools/frtrace")
+add_test(NAME ${TCCL_STAGE_PREFIX}fault_inject COMMAND ${TCCL_STAGE_PREFIX}test_fault_inject)
+set_tests_properties(${TCCL_STAGE_PREFIX}fault_inject PROPERTIES LABELS "${_faults_labels}"
+  TIMEOUT 240)

@@ -12,7 +12,8 @@
  *  - Every message has a fixed header with a length that is checked against a bound
  *    (kMaxBootstrapMessage) and against what the receiver expects, before any payload is read.
  *  - No call blocks past TCCL_BOOTSTRAP_TIMEOUT seconds: a rank that never arrives gives an
- *    error naming the missing ranks.
+ *    error naming the missing ranks. With an interrupt counter (setInterrupt), a wait also
+ *    ends within 100 ms of the counter moving.
  *  - send(peer, tag) / recv(peer, tag) match by (peer, tag) in FIFO order; messages that arrive
  *    for another tag wait in an unexpected queue.
  *
@@ -22,6 +23,7 @@
 #ifndef TCCL_COMMON_BOOTSTRAP_H_
 #define TCCL_COMMON_BOOTSTRAP_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -52,6 +54,9 @@ tcclResult_t decodeUniqueId(const void* id /*kUniqueIdBytes*/, UniqueIdData* out
 /// rank 0's init starts the root there); otherwise a root listener is started in this process
 /// on the chosen interface, waiting for the ranks of one communicator.
 tcclResult_t bootstrapGetUniqueId(void* id /*kUniqueIdBytes*/);
+/// A root listener in this process, always (TCCL_COMM_ID names the first communicator's root
+/// only): the id of a communicator made from another one (split, shrink; stage 7).
+tcclResult_t bootstrapNewRoot(void* id /*kUniqueIdBytes*/);
 
 /// For torchrun-style launches: builds the id from MASTER_ADDR/MASTER_PORT (rank 0 starts the
 /// root there) and reads RANK and WORLD_SIZE. The secret is derived from the address and
@@ -81,6 +86,12 @@ class Bootstrap {
   tcclResult_t recv(int peer, uint32_t tag, void* data, size_t size);
   /// Returns when every rank has entered the barrier (tag distinguishes concurrent barriers).
   tcclResult_t barrier(uint32_t tag = 0);
+
+  /// Makes every wait for a message also end (tcclRemoteError) when *counter changes from the
+  /// value it had when the wait began: a communicator counts its aborts there, so an aborted
+  /// call never waits out the timeout here, while a wait begun after the abort (a shrink of
+  /// the failed communicator) still works. Used from stage 7; the counter must outlive this.
+  void setInterrupt(const std::atomic<uint32_t>* counter);
 
   /// The secret of this communicator; transports present it on their own connections.
   uint64_t secret() const { return secret_; }

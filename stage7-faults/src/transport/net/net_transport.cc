@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "comm.h"
+#include "fault_inject.h"
 #include "trace.h"
 #include "transport/net/gdr.h"
 
@@ -37,13 +38,14 @@ struct NetResources : ConnectorResources {
   void* gdrSlots = nullptr;
   size_t gdrBytes = 0;
   std::string gdrWhyNot;        // asked for and not used: why (for the connect line)
+  bool cut = false;             // stage 7: closed by fault injection (TCCL_FAULT=cut)
 
   ~NetResources() override {
     // The comms go first (a socket comm closes its sockets: the peer sees a clean close); the
     // registration before the memory it names.
     if (mr) net->deregMr(send, recv, mr);
     if (send) net->closeSend(send);
-    if (send == nullptr) net->abandonConnect(&peerHandle);  // a connect left half-way
+    if (send == nullptr && !cut) net->abandonConnect(&peerHandle);  // a connect left half-way
     if (recv) net->closeRecv(recv);
     if (listen) net->closeListen(listen);
     gdrFree(gdrSlots);
@@ -216,12 +218,33 @@ tcclResult_t NetTransportSend::progress(tcclComm& comm, Connector& c, bool* didW
   ConnFifo* fifo = c.conn->fifo;
   // Hand every published step to the Net. Acquire: the slot's bytes, its size and a lent
   // buffer (direct mode) that the executor wrote before tail are visible.
+  if (r.cut) return tcclRemoteError;  // (stage 7: fault injection closed it)
   const uint64_t published = loadAcquire(&fifo->tail);
   while (r.posted < published) {
     const int slot = int(r.posted % kNSteps);
     const int64_t size = fifo->sizes[slot];
     char* lent = fifo->ptrs[slot];
     char* data = lent ? lent : c.conn->buff + slot * c.conn->stepBytes;
+    // Stage 7: an armed fault (fault_inject.h) may delay or corrupt the step, drop it (taken,
+    // never sent: no request, so it retires at once), or close the connection.
+    if (comm.faultArmed.load(std::memory_order_relaxed) != 0) {
+      const NetFaultAction a = faultOnNetSend(&comm, c.peer, data, size);
+      if (a == NetFaultAction::kCut) {
+        if (r.mr) net_.deregMr(r.send, r.recv, r.mr);
+        r.mr = nullptr;
+        net_.closeSend(r.send);  // the peer sees the connection end
+        r.send = nullptr;
+        r.cut = true;
+        return tcclRemoteError;
+      }
+      if (a == NetFaultAction::kDrop) {
+        r.reqs[slot] = nullptr;
+        r.sizes[slot] = size;
+        r.posted++;
+        *didWork = true;
+        continue;
+      }
+    }
     NetRequest* req = nullptr;
     TCCL_CHECK(net_.isend(r.send, data, size_t(size), r.mr, &req));
     if (req == nullptr) break;  // the Net cannot take it yet (verbs: no receive posted)
@@ -236,8 +259,8 @@ tcclResult_t NetTransportSend::progress(tcclComm& comm, Connector& c, bool* didW
     const uint64_t step = fifo->head;  // only the proxy writes head on this side
     if (step == r.posted) return tcclSuccess;
     const int slot = int(step % kNSteps);
-    bool done = false;
-    TCCL_CHECK(net_.test(r.reqs[slot], &done, nullptr));
+    bool done = r.reqs[slot] == nullptr;  // (stage 7: a dropped step was never sent)
+    if (!done) TCCL_CHECK(net_.test(r.reqs[slot], &done, nullptr));
     if (!done) return tcclSuccess;
     r.reqs[slot] = nullptr;
     // On the timeline a step starts when the Net got it or when the one before it was done,
@@ -260,7 +283,7 @@ bool NetTransport::canConnect(const tcclComm& comm, const PeerInfo& peer, bool) 
 int NetTransportSend::pollFd(const Connector& c, short* events) const {
   // Sleep on the Net only while a step is in flight (stuck: the pass just before tried it).
   const NetResources& r = res(c);
-  if (r.posted == c.conn->fifo->head) return -1;
+  if (r.posted == c.conn->fifo->head || r.send == nullptr) return -1;  // (stage 7: cut)
   return net_.pollFd(r.send, nullptr, events);
 }
 
@@ -269,7 +292,7 @@ int NetTransportSend::pollWithinUs(const Connector& c) const {
   short events = 0;
   const bool inFlight =
       r.posted != c.conn->fifo->head || r.posted != loadAcquire(&c.conn->fifo->tail);
-  if (!inFlight || net_.pollFd(r.send, nullptr, &events) >= 0) return -1;
+  if (!inFlight || r.send == nullptr || net_.pollFd(r.send, nullptr, &events) >= 0) return -1;
   return pollBudgetUs(r);
 }
 

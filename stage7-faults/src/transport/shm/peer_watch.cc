@@ -3,7 +3,7 @@
  * (peer_watch.h).
  *
  * NCCL counterpart: none.
- * Added in: stage 5.
+ * Added in: stage 5; stage 7 fails the whole communicator.
  */
 #include "transport/shm/peer_watch.h"
 
@@ -13,6 +13,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdio>
+
+#include "comm.h"
 #include "core.h"
 
 namespace tccl {
@@ -58,6 +61,13 @@ void PeerWatch::check() {
     // What a proxy does when a socket closes: waiters see `closed` and give up. Release: a
     // waiter that sees the flag re-reads the counter once (fifo.h), after our store.
     for (ConnFifo* f : p.fifos) __atomic_store_n(&f->closed, 1u, __ATOMIC_RELEASE);
+    // Stage 7: a dead rank ends every collective of the communicator, not just the waits on
+    // it: the others would otherwise wait out the watchdog for peers that wait on it.
+    if (comm_ != nullptr) {
+      char why[160];
+      snprintf(why, sizeof why, "rank %d (pid %d) has exited", p.rank, int(p.pid));
+      comm_->setError(tcclRemoteError, why);
+    }
   }
 }
 

@@ -49,7 +49,7 @@ tcclResult_t attachSegment(tcclComm& comm, Connector& c, pid_t peerPid) {
     r.registered = true;
   }
   attachFifo(c, static_cast<char*>(r.segment.base));
-  if (!comm.peerWatch) comm.peerWatch = std::make_unique<PeerWatch>();
+  if (!comm.peerWatch) comm.peerWatch = std::make_unique<PeerWatch>(&comm);  // (stage 7: &comm)
   if (peerPid > 0) comm.peerWatch->watch(c.peer, peerPid, c.conn->fifo);
   return tcclSuccess;
 }
