@@ -117,6 +117,9 @@ struct tcclComm {
   bool blocking = true;  // config blocking = 0: calls hand their work to a job and return
   std::atomic<int> users{0};
   std::atomic<int> jobs{0};
+  // A blocking group is running on some thread (async_job.cc): a second thread's call while
+  // it is set breaks NCCL's rule (one thread at a time per communicator) and is refused.
+  std::atomic<bool> inCall{false};
   std::atomic<bool> finalized{false};  // tcclCommFinalize done: only destroy remains
   std::atomic<bool> revoked{false};    // tcclCommRevoke done: only shrink and destroy remain
   std::atomic<uint32_t> interrupts{0};  // aborts so far: they end waits on the bootstrap

@@ -19,8 +19,9 @@
  *    rank that broadcasts where the others all-reduce, or one that receives from its ring
  *    neighbour, can finish -- with the neighbour's all-reduce bytes, over the same connection
  *    -- and only the check mode catches those.
- * Host buffers: the behaviour is the executors' and the watchdog's, the same for kernels (whose
- * spin loops read the same abort flag).
+ * Host buffers, and the same hang once more with device buffers where a GPU is
+ * (Watchdog.StopsAWaitingKernel: the kernel waiting for rank 1 leaves its spin loop once the
+ * watchdog raises the abort flag, and the stream synchronizes).
  *
  * Invariants: every multi-rank test runs under CTest's timeout and the harness's watchdog;
  * dumps go to files named after the rank, in a directory the test empties first.
@@ -39,6 +40,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../ring/ring_case.h"  // initWorldComm
@@ -232,6 +234,49 @@ TEST(Watchdog, MismatchedCollectivesEndInAnErrorNamingTheOperation) {
   const std::string dump = readFile(std::string(dumpPrefix) + std::to_string(r));
   EXPECT_EQ(countOf(dump, "\"state\": \"started\""), 1) << dump;
   barrier();  // rank 1 may dump now
+  EXPECT_EQ(tcclCommAbort(comm), tcclSuccess);
+}
+
+/// The same hang with device buffers (GPU only): the stuck operation is a kernel waiting for
+/// rank 1's data. The call itself returned at once (launches are asynchronous), so the
+/// watchdog's verdict arrives through tcclCommGetAsyncError; the kernel, which reads the abort
+/// flag in every spin loop, must then have left: the stream synchronizes.
+TEST(Watchdog, StopsAWaitingKernel) {
+  const char* dumpPrefix = getenv("TCCL_FR_DUMP");
+  const char* timeout = getenv("TCCL_TIMEOUT");
+  if (dumpPrefix == nullptr || timeout == nullptr) GTEST_SKIP() << "needs TCCL_TIMEOUT, TCCL_FR_DUMP";
+  if (!haveGpu()) GTEST_SKIP() << "no GPU";
+  const int r = worldRank();
+  barrier();
+  tcclComm_t comm = nullptr;
+  ASSERT_EQ(initWorldComm(&comm), tcclSuccess);
+  Buffer buf(1000 * sizeof(float), MemKind::kDevice);
+  ASSERT_EQ(tcclAllReduce(buf.data(), buf.data(), 1000, tcclFloat32, tcclSum, comm, nullptr),
+            tcclSuccess);
+  deviceSync();
+  if (r == 1) {
+    barrier();  // never joins collective 2; dumps once the others gave up (for tools/frtrace)
+    EXPECT_EQ(tcclCommDumpFlightRecorder(comm, nullptr), tcclSuccess);
+    EXPECT_EQ(tcclCommAbort(comm), tcclSuccess);
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(tcclAllReduce(buf.data(), buf.data(), 1000, tcclFloat32, tcclSum, comm, nullptr),
+            tcclSuccess);  // launched
+  tcclResult_t state = tcclSuccess;
+  while (state == tcclSuccess &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::duration<double>(atof(timeout) + 10)) {
+    ASSERT_EQ(tcclCommGetAsyncError(comm, &state), tcclSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(state, tcclRemoteError);
+  deviceSync();  // the kernel left its spin loop
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, atof(timeout) + 5.0) << "the watchdog fired late, or the kernel kept waiting";
+  const std::string why = tcclGetLastError(comm) ? tcclGetLastError(comm) : "";
+  EXPECT_NE(why.find("collective 2"), std::string::npos) << why;
+  barrier();
   EXPECT_EQ(tcclCommAbort(comm), tcclSuccess);
 }
 

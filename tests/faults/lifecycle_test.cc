@@ -20,7 +20,11 @@
  *    rank 0 aborts the communicator 300 ms later: the all-reduce returns an error within 5 s
  *    and the abort returns tcclSuccess (the others abort theirs, a peer gone);
  *  - RevokeStuckJob: the same with a non-blocking communicator: the job is stuck, a revoke
- *    (tcclInProgress, polled) ends it within 5 s; tcclCommGetAsyncError then says tcclSuccess.
+ *    (tcclInProgress, polled) ends it within 5 s; tcclCommGetAsyncError then says tcclSuccess;
+ *  - SecondThreadIsRefused: a second thread's call while rank 0's first is running is
+ *    tcclInvalidUsage naming the cause; the first completes;
+ *  - AbortStopsAWaitingKernel (GPU only): rank 0's device all-reduce, which nobody else
+ *    calls, is a kernel waiting in its spin loop; tcclCommAbort stops it and returns in 5 s.
  *
  * Invariants: 2 and 3 ranks (faults_tests.cmake); every wait is bounded (a poll gives up after
  * 30 s and fails the test; CTest's timeout bounds the rest).
@@ -282,6 +286,54 @@ TEST(Lifecycle, RevokeStuckJob) {
   stuckThenStopped(false, [](tcclComm_t comm) {
     EXPECT_EQ(tcclCommRevoke(comm, TCCL_REVOKE_DEFAULT), tcclInProgress);
   });
+}
+
+/// Two threads of rank 0 call on one communicator at once: the second is refused (NCCL's rule,
+/// which NCCL does not check), the first completes with the right sum once the others call.
+TEST(Lifecycle, SecondThreadIsRefused) {
+  tcclComm_t comm = nullptr;
+  ASSERT_EQ(initWorld(&comm, true), tcclSuccess);
+  std::vector<float> a(256, 1.0f);
+  if (worldRank() == 0) {
+    tcclResult_t first = tcclInternalError;
+    std::thread t([&] {
+      first = tcclAllReduce(a.data(), a.data(), 256, tcclFloat32, tcclSum, comm, nullptr);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // (t waits for the others)
+    std::vector<float> b(256, 1.0f);
+    EXPECT_EQ(tcclAllReduce(b.data(), b.data(), 256, tcclFloat32, tcclSum, comm, nullptr),
+              tcclInvalidUsage);
+    EXPECT_NE(std::string(tcclGetLastError(comm)).find("another thread"), std::string::npos);
+    barrier();  // now the others join the first call
+    t.join();
+    EXPECT_EQ(first, tcclSuccess);
+  } else {
+    barrier();
+    ASSERT_EQ(tcclAllReduce(a.data(), a.data(), 256, tcclFloat32, tcclSum, comm, nullptr),
+              tcclSuccess);
+  }
+  EXPECT_EQ(a[0], float(worldSize()));
+  EXPECT_EQ(tcclCommDestroy(comm), tcclSuccess);
+}
+
+/// Device buffers (GPU only): rank 0's kernel waits for peers that never call; its abort
+/// (the launch returned at once) stops the kernel and returns within 5 s.
+TEST(Lifecycle, AbortStopsAWaitingKernel) {
+  if (!haveGpu()) GTEST_SKIP() << "no GPU";
+  tcclComm_t comm = nullptr;
+  ASSERT_EQ(initWorld(&comm, true), tcclSuccess);
+  if (worldRank() == 0) {
+    Buffer buf(4096 * sizeof(float), MemKind::kDevice);
+    ASSERT_EQ(tcclAllReduce(buf.data(), buf.data(), 4096, tcclFloat32, tcclSum, comm, nullptr),
+              tcclSuccess);  // launched
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto t0 = Clock::now();
+    EXPECT_EQ(tcclCommAbort(comm), tcclSuccess);
+    deviceSync();
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
+  }
+  barrier();
+  if (worldRank() != 0) EXPECT_EQ(tcclCommAbort(comm), tcclSuccess);
 }
 
 }  // namespace

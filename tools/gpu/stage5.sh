@@ -26,8 +26,10 @@
 #          lines say which connectors used it, or why not. (No RDMA NIC exists here: where
 #          verbs.h is missing, CMAKE_INCLUDE_PATH may name a directory holding infiniband/.)
 #   faults stage 7 on: the flight recorder's tests (device operations included), the watchdog
-#          at 2 ranks (TCCL_TIMEOUT=3), tools/frtrace on its dumps, and PyTorch's own analyzer
-#          (torchfrtrace, from the torch install) on the same dumps turned into its pickles.
+#          at 2 ranks (TCCL_TIMEOUT=3; a waiting kernel stopped), tools/frtrace on its dumps,
+#          and PyTorch's own analyzer (torchfrtrace, from the torch install) on the same dumps
+#          turned into its pickles; the lifecycle tests on device buffers (2 and 3 ranks, MPS
+#          and not), the check mode, fault injection.
 # Usage: tools/gpu/stage5.sh [build] [test] [llwrap] [bench] [tune] [gdr] [faults]
 #        (default: build test bench)
 # Environment: OUT (logs; default ./gpu-out), TCCL_GPU_STAGE (a later stage, e.g.
@@ -197,6 +199,17 @@ if want faults; then
   TMO=60 mpi -np 2 -x TCCL_TIMEOUT=3 -x TCCL_FR_DUMP="$d/fr_" "$T/${P}test_flight_recorder" \
     --gtest_filter=Watchdog.* >"$OUT/watchdog.log" 2>&1
   echo "watchdog np=2: exit $?, $(grep -cE '\[ +OK +\] ' "$OUT/watchdog.log") cases passed"
+  # A communicator's life on device buffers (non-blocking, split, shrink, revoke, abort of a
+  # waiting kernel), under MPS and without; the check mode; fault injection (forked ranks).
+  mps_on
+  run_case p2p 2 ${P}test_lifecycle
+  run_case p2p 3 ${P}test_lifecycle
+  run_case shm 2 ${P}test_lifecycle
+  run_case p2p 2 ${P}test_check_mode -x TCCL_CHECK_MODE=1
+  mps_off
+  run_case p2p 2 ${P}test_lifecycle --gtest_filter=*Abort*
+  timeout 120 "$T/${P}test_fault_inject" >"$OUT/fault_inject.log" 2>&1
+  echo "fault_inject: exit $?, $(grep -cE '\[ +OK +\] ' "$OUT/fault_inject.log") cases passed"
   python3 tools/frtrace analyze "$d" --prefix fr_
   python3 tools/frtrace to-torch "$d" "$d/pkl" --prefix fr_
   TF=$(command -v torchfrtrace || echo /opt/torch/.venv/bin/torchfrtrace)
