@@ -132,9 +132,12 @@ void FlightRecorder::finish(uint64_t first, uint64_t last, tcclResult_t result) 
   for (uint64_t id = first; id <= last && id < next_; id++) {
     if (next_ - id > capacity_) continue;  // already overwritten
     FrEntry& e = ring_[id % capacity_];
+    e.result = int(result);
+    // A failed operation never completed: it keeps the state it reached (what the other
+    // ranks' dumps and tools/frtrace need to see), and the watchdog skips it (its call is over).
+    if (result != tcclSuccess) continue;
     e.state = FrState::kCompleted;
     e.completedNs = now;
-    e.result = int(result);
   }
 }
 
@@ -158,7 +161,7 @@ void FlightRecorder::launched(uint64_t first, uint64_t last, uint64_t launch) {
   }
 }
 
-void FlightRecorder::pollDevice(uint64_t launch) {
+void FlightRecorder::pollDevice(uint64_t launch, int commError) {
   if (capacity_ == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (launch <= deviceDone_) return;
@@ -167,7 +170,12 @@ void FlightRecorder::pollDevice(uint64_t launch) {
   const uint64_t begin = next_ > capacity_ ? next_ - capacity_ : 0;
   for (uint64_t id = begin; id < next_; id++) {
     FrEntry& e = ring_[id % capacity_];
-    if (e.onDevice && e.state != FrState::kCompleted && e.launch <= launch) {
+    if (e.onDevice && e.state != FrState::kCompleted && e.result == 0 && e.launch <= launch) {
+      // Kernels leave early when the communicator fails: those still pending then failed.
+      if (commError != 0) {
+        e.result = commError;
+        continue;
+      }
       e.state = FrState::kCompleted;
       e.completedNs = now;
     }
@@ -185,6 +193,7 @@ bool FlightRecorder::oldestPending(FrEntry* out, uint64_t* waitingSinceNs) const
       lastDone = std::max(lastDone, e.completedNs);
       continue;
     }
+    if (e.result != 0) continue;  // failed: its call is over, nothing to wait for
     *out = e;
     const uint64_t began = e.startedNs ? e.startedNs : e.createdNs;
     *waitingSinceNs = std::max(began, lastDone);

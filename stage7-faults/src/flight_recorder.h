@@ -83,15 +83,17 @@ class FlightRecorder {
   /// Records an operation (its seq ids are given here); returns its record id.
   uint64_t record(const FrEntry& e);
   /// The call that ran operations [first, last] returned (host operations, or device ones
-  /// whose launch failed): they are completed, with the call's result (an error is kept in
-  /// the entry: a failed call is over, and the watchdog must not wait for it).
+  /// whose launch failed): they are completed; or, when the call failed, they keep the state
+  /// they reached, with the error in `result` (a failed operation never completed -- what the
+  /// other ranks' tools must see -- but its call is over: the watchdog skips it).
   void finish(uint64_t first, uint64_t last, tcclResult_t result);
   /// Operations [first, last] launched kernels; `launch` is the communicator's launch count
   /// after them: they are "scheduled" until pollDevice learns that launch has completed.
   void launched(uint64_t first, uint64_t last, uint64_t launch);
   /// The communicator's launches up to `launch` have completed (its launch event fired):
-  /// their operations are completed (the watchdog's call).
-  void pollDevice(uint64_t launch);
+  /// their operations are completed -- or failed, with `commError`, when the communicator
+  /// has failed (its kernels then leave early). The watchdog's call.
+  void pollDevice(uint64_t launch, int commError);
 
   /// The oldest operation not completed, and when the wait for it began: when it started,
   /// or when the operation before it completed, whichever is later (so a queue of device

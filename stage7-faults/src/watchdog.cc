@@ -143,7 +143,7 @@ void Watchdog::pollDevice() {
   if (launches == 0) return;
   bool fired = false;
   if (eventQuery(comm_->lastLaunch, &fired) == tcclSuccess && fired) {
-    comm_->fr->pollDevice(launches);
+    comm_->fr->pollDevice(launches, comm_->asyncError.load());
   }
 }
 
