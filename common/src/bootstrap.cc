@@ -317,7 +317,7 @@ tcclResult_t Bootstrap::Impl::sendMsg(int peer, uint32_t type, uint32_t tag, con
   tcclResult_t res = tcclSuccess;
   if (!s.valid()) {
     TCCL_ARG_CHECK(peers[peer].valid(), "bootstrap send: address of rank %d not known yet", peer);
-    TCCL_CHECK(s.connect(peers[peer], by));
+    TCCL_CHECK(s.connect(peers[peer], by, interrupt));  // (an abort ends the retries too)
     BootstrapHeader hello = makeBootstrapHeader(kMsgHello, secret, rank, 0, 0);
     TCCL_CHECK_GOTO(s.sendAll(&hello, sizeof(hello), by), res, fail);
   }

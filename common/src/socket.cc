@@ -158,10 +158,12 @@ tcclResult_t Socket::accept(Socket* out, Deadline deadline) {
   }
 }
 
-tcclResult_t Socket::connect(const SocketAddress& addr, Deadline deadline) {
+tcclResult_t Socket::connect(const SocketAddress& addr, Deadline deadline,
+                             const std::atomic<uint32_t>* interrupt) {
   TCCL_ARG_CHECK(addr.valid(), "Socket::connect: address unset");
   close();
   auto backoff = std::chrono::milliseconds(1);
+  const uint32_t interruptsAtStart = interrupt != nullptr ? interrupt->load() : 0;
   for (;;) {
     int fd = socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     TCCL_SYS_CHECK(fd, "socket");
@@ -187,6 +189,11 @@ tcclResult_t Socket::connect(const SocketAddress& addr, Deadline deadline) {
       TCCL_WARN("connect to %s failed: %s%s", addr.toString().c_str(), strerror(err),
                 retry ? " (gave up at the deadline)" : "");
       return tcclSystemError;
+    }
+    if (interrupt != nullptr && interrupt->load() != interruptsAtStart) {
+      TCCL_WARN("connect to %s failed: %s (given up: the communicator was aborted)",
+                addr.toString().c_str(), strerror(err));
+      return tcclRemoteError;
     }
     // Short exponential backoff, never sleeping past the deadline.
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());

@@ -214,7 +214,18 @@ tcclResult_t workStatusResult(uint32_t status, const WorkItem& item) {
                 item.peer);
       return tcclInvalidUsage;
     case kWorkPeerClosed:
-      TCCL_WARN("rank %d closed its connection while we still expected data", item.peer);
+      // A collective's item has two connections and its `peer` names neither: say both ends
+      // (the wrong rank here sent learners after the wrong process).
+      if (item.kind != WorkKind::kP2p && item.recvConn != nullptr && item.sendConn != nullptr) {
+        TCCL_WARN("a peer closed its connection while we still expected data (this step "
+                  "receives from rank %d and sends to rank %d)", item.recvConn->peer,
+                  item.sendConn->peer);
+      } else if (item.kind != WorkKind::kP2p) {
+        TCCL_WARN("a peer closed its connection while we still expected data (the INIT and "
+                  "NET lines name each connection's rank)");
+      } else {
+        TCCL_WARN("rank %d closed its connection while we still expected data", item.peer);
+      }
       return tcclRemoteError;
     case kWorkBadOp:
       TCCL_WARN("reduction not available for this element type");

@@ -313,7 +313,11 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   comm->abortFlag = static_cast<volatile uint32_t*>(flag);
   comm->devStatus = reinterpret_cast<uint32_t*>(static_cast<char*>(flag) + 64);
   static_assert(64 + kMaxWorkItems * sizeof(uint32_t) <= 4096, "status words must fit");
-  if (mapped) TCCL_CHECK(eventCreate(&comm->lastLaunch));
+  if (mapped) {
+    // Stage 7: a ring of launch events; lastLaunch is the one recorded last (comm.h).
+    for (auto& ev : comm->launchEvents) TCCL_CHECK(eventCreate(&ev));
+    comm->lastLaunch = comm->launchEvents[0];
+  }
   TCCL_CHECK(traceCommInit(comm));
   TCCL_INFO(kInit, "comm %p rank %d nranks %d cudaDev %d busId %s%s%s", (void*)comm, comm->rank,
             comm->nranks, comm->cudaDev, me.busId, comm->name.empty() ? "" : " name ",
@@ -393,7 +397,7 @@ tcclResult_t commFree(tcclComm* comm, bool abort) {
   comm->peerWatch.reset();  // it points into the FIFOs just freed
   comm->bootstrap.reset();
   traceCommDestroy(comm);
-  eventDestroy(comm->lastLaunch);
+  for (auto* ev : comm->launchEvents) eventDestroy(ev);  // (lastLaunch is one of them)
   hostFree(const_cast<uint32_t*>(comm->abortFlag), comm->cudaDev >= 0);
   comm->magic = 0;
   delete comm;

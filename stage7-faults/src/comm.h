@@ -157,10 +157,17 @@ struct tcclComm {
   unsigned long long lastStreamId = 0;
   bool lastStreamKnown = false;
   std::atomic<int> gpuOpsInFlight{0};  // the proxy polls instead of sleeping while > 0
-  // Stage 7: launches so far, counted just after lastLaunch is recorded for each (kernel.cu):
-  // once lastLaunch has fired, every launch up to the count read before asking has completed
-  // (the watchdog's question, for the flight recorder).
+  // Stage 7: launches so far, counted just after each one's event is recorded (kernel.cu):
+  // the flight recorder remembers, per device operation, the count its launch made.
   std::atomic<uint64_t> launches{0};
+  // Stage 7: lastLaunch rotates through these events, one launch each (kernel.cu), and
+  // launchOf[i] is the launch count event i was last recorded for. With one event the
+  // watchdog learned nothing of a launch once the next was recorded (the first of two
+  // launches in a row looked pending for as long as the second ran, and took the blame
+  // when the second hung); with a ring it sees each of the last kLaunchEvents.
+  static constexpr int kLaunchEvents = 4;
+  tccl::CudaEvent* launchEvents[kLaunchEvents] = {};
+  std::atomic<uint64_t> launchOf[kLaunchEvents] = {};
 
   // Operations issued so far, in issue order (their sequence numbers in traces).
   uint64_t opCount = 0;

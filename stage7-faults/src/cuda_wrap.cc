@@ -157,7 +157,14 @@ tcclResult_t eventSynchronize(CudaEvent* e) {
   return tcclSuccess;
 }
 tcclResult_t eventQuery(CudaEvent* e, bool* done) {
+  // The watchdog asks this while the application's threads may be capturing a CUDA graph in
+  // global mode (PyTorch's default), where an event query from another thread invalidates
+  // that capture (PyTorch's own NCCL watchdog met it: pytorch#104487). This thread goes to
+  // relaxed mode for this one call, as PyTorch's fix does.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
   const cudaError_t err = cudaEventQuery(e->ev);
+  cudaThreadExchangeStreamCaptureMode(&mode);
   *done = err == cudaSuccess;
   if (err == cudaSuccess || err == cudaErrorNotReady) return tcclSuccess;
   TCCL_WARN("CUDA call cudaEventQuery failed: %s", cudaGetErrorString(err));

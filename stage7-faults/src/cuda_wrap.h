@@ -51,7 +51,8 @@ tcclResult_t eventCreate(CudaEvent** ev);
 void eventDestroy(CudaEvent* ev);
 tcclResult_t eventRecord(CudaEvent* ev, cudaStream_t s);
 tcclResult_t eventSynchronize(CudaEvent* ev);
-/// Stage 7: has the event fired (*done), without waiting? (The watchdog's question.)
+/// Stage 7: has the event fired (*done), without waiting? (The watchdog's question; asked in
+/// relaxed capture mode, so a graph another thread captures in global mode survives it.)
 tcclResult_t eventQuery(CudaEvent* ev, bool* done);
 tcclResult_t streamWaitEvent(cudaStream_t s, CudaEvent* ev);
 tcclResult_t streamSynchronize(cudaStream_t s);

@@ -137,14 +137,17 @@ void Watchdog::loop() {
 }
 
 void Watchdog::pollDevice() {
-  // The count first, then the event: lastLaunch is recorded before the count moves
-  // (kernel.cu), so a fired event covers at least the launches counted here.
-  const uint64_t launches = comm_->launches.load(std::memory_order_acquire);
-  if (launches == 0) return;
-  bool fired = false;
-  if (eventQuery(comm_->lastLaunch, &fired) == tcclSuccess && fired) {
-    comm_->fr->pollDevice(launches, comm_->asyncError.load());
+  // Each event of the ring: its label first, then the event (kernel.cu records before it
+  // labels, so a fired event covers at least the launch its label names). The newest fired
+  // one says how far the GPU has got.
+  uint64_t done = 0;
+  for (int i = 0; i < tcclComm::kLaunchEvents; i++) {
+    const uint64_t n = comm_->launchOf[i].load(std::memory_order_acquire);
+    if (n <= done) continue;
+    bool fired = false;
+    if (eventQuery(comm_->launchEvents[i], &fired) == tcclSuccess && fired) done = n;
   }
+  if (done > 0) comm_->fr->pollDevice(done, comm_->asyncError.load());
 }
 
 void Watchdog::checkTimeout() {
@@ -157,11 +160,13 @@ void Watchdog::checkTimeout() {
   if (now < since || int64_t(now - since) < timeoutNs_) return;
   fired_ = true;
   char reason[512];
+  // (A named communicator says its name: a process with several needs to know which.)
+  const std::string which = comm_->name.empty() ? "" : " of communicator \"" + comm_->name + "\"";
   snprintf(reason, sizeof reason,
-           "watchdog: %s has not completed after %ld s on rank %d (TCCL_TIMEOUT=%ld): a peer "
+           "watchdog: %s%s has not completed after %ld s on rank %d (TCCL_TIMEOUT=%ld): a peer "
            "may be dead, slow, or in another call; aborting the communicator",
-           frDescribe(e).c_str(), (long)((now - since) / 1'000'000'000), comm_->rank,
-           (long)watchdogTimeoutSec());
+           frDescribe(e).c_str(), which.c_str(), (long)((now - since) / 1'000'000'000),
+           comm_->rank, (long)watchdogTimeoutSec());
   TCCL_WARN("%s", reason);
   frDump(comm_, nullptr);
   comm_->setError(tcclRemoteError, reason);

@@ -2,8 +2,9 @@
  * watchdog.h: the watchdog -- one thread per communicator that turns a hang into an error.
  *
  * What it is: every tick (100 ms, or a tenth of the timeout if shorter) the watchdog
- *  1. asks whether the communicator's last launch has completed (its launch event fired):
- *     the flight recorder's device operations up to it are then completed;
+ *  1. asks which of the communicator's last launches have completed (the ring of launch
+ *     events, comm.h): the flight recorder's device operations up to the newest fired one
+ *     are then completed;
  *  2. dumps the flight recorder when asked by a signal (TCCL_FR_DUMP_ON_SIGNAL, SIGUSR1);
  *  3. looks at the oldest operation not completed: if it has waited longer than TCCL_TIMEOUT
  *     seconds (since it started, or since the one before it completed), it logs a warning

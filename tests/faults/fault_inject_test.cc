@@ -327,7 +327,7 @@ TEST(FaultInject, StallIsNamedTheStraggler) {
   EXPECT_NE(report.find("did not complete on rank(s) [0, 1, 2]; straggler: rank 1, "),
             std::string::npos)
       << report;
-  system(("rm -rf " + dir).c_str());
+  EXPECT_EQ(system(("rm -rf " + dir).c_str()), 0);
 }
 
 }  // namespace

@@ -274,11 +274,18 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
     if (hostCallback) TCCL_CHECK(launchHostFunc(stream, kernelDone, comm));
   }
   if (!capturing) {
+    // Stage 7: each launch records the next event of the ring (comm.h), so the watchdog can
+    // still ask about the launches before it.
+    const uint64_t n = comm->launches.load(std::memory_order_relaxed) + 1;
+    const int slot = int(n % tcclComm::kLaunchEvents);
+    comm->lastLaunch = comm->launchEvents[slot];
     TCCL_CHECK(eventRecord(comm->lastLaunch, stream));
     comm->haveLaunched = true;
-    // Stage 7: counted after the record (release), so a watchdog that reads the count and
-    // then finds lastLaunch fired knows every launch up to that count is done.
-    comm->launches.fetch_add(1, std::memory_order_release);
+    // Counted, and the slot labelled, after the record (release): a watchdog that reads a
+    // label and then finds its event fired knows every launch up to that label is done (if
+    // the slot was recorded again meanwhile, for a later launch, even more are).
+    comm->launchOf[slot].store(n, std::memory_order_release);
+    comm->launches.store(n, std::memory_order_release);
     comm->lastStreamId = sid;
     comm->lastStreamKnown = true;
   }

@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -77,8 +78,10 @@ class Socket {
   /// Accepts one connection before `deadline`.
   tcclResult_t accept(Socket* out, Deadline deadline);
   /// Connects to `addr`, retrying refused connections until `deadline` (the peer may not be
-  /// listening yet).
-  tcclResult_t connect(const SocketAddress& addr, Deadline deadline);
+  /// listening yet) -- or until *interrupt (when given) moves: the communicator was aborted,
+  /// and a peer that refuses is most likely gone (tcclRemoteError).
+  tcclResult_t connect(const SocketAddress& addr, Deadline deadline,
+                       const std::atomic<uint32_t>* interrupt = nullptr);
 
   /// Sends/receives exactly `size` bytes, or fails at `deadline` / on a closed peer.
   tcclResult_t sendAll(const void* data, size_t size, Deadline deadline);
