@@ -76,10 +76,12 @@ STAGE_NUM=$(sed -E 's/^stage([0-9]+)-.*/\1/' <<<"$STAGE")
 #  - *_netns needs root and network namespaces, and checks routing, not memory.
 #  - examples and benchmarks are not tests of the library's correctness; the soak is not a CI
 #    test at all (docs/reliability.md).
+#  - stage 7's labs (s7_lab_NN): programs with planted bugs, timed against their watchdogs;
+#    the library code they run is the same the other tests run here.
 # Single-process tests of the stage (primitives, thread ranks, killed peer, errors_fork, shim
 # exports) always run.
 TESTS=${TCCL_SANITIZE_TESTS:-"^s${STAGE_NUM}_"}
-COMMON_EXCLUDE="\\.np([014-9]|[1-9][0-9])\$|_large(_socket)?\\.|_netns\$|_example_|_bench_"
+COMMON_EXCLUDE="\\.np([014-9]|[1-9][0-9])\$|_large(_socket)?\\.|_netns\$|_example_|_bench_|_lab_[0-9]"
 COMMON_EXCLUDE+="|_soak\\.|_shm_ring_sweep\\."
 # Also excluded per sanitizer (a ctest -E regex, '^$' for none); each entry says why.
 declare -A EXCLUDE=(

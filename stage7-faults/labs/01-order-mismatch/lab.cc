@@ -15,12 +15,12 @@
  *
  * Added in: stage 7 (labs).
  */
+#include "lab.h"
+
 #include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "lab.h"
 
 namespace {
 

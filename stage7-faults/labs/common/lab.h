@@ -78,7 +78,8 @@ inline bool init(Lab* l, bool makeComm = true) {
   if (!makeComm) return true;
   const tcclResult_t r = tcclCommInitFromEnv(&l->comm);
   if (r != tcclSuccess) {
-    say(*l, "tcclCommInitFromEnv failed: %s (%s)", tcclGetErrorString(r), tcclGetLastError(nullptr));
+    say(*l, "tcclCommInitFromEnv failed: %s (%s)", tcclGetErrorString(r),
+        tcclGetLastError(nullptr));
     return false;
   }
   return true;
