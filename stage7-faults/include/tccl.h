@@ -177,9 +177,10 @@ tcclResult_t tcclCommFinalize(tcclComm_t comm);
 /// communicator takes `comm`'s configuration. Collective over `comm`.
 tcclResult_t tcclCommSplit(tcclComm_t comm, int color, int key, tcclComm_t* newcomm,
                            tcclConfig_t* config);
-/// tcclCommShrink's flags: DEFAULT when `comm` has no operation in flight; ABORT first stops
-/// those in flight (after a failure: some wait for the failed ranks).
+/// tcclCommShrink's flag when `comm` has no operation in flight.
 #define TCCL_SHRINK_DEFAULT 0x00
+/// tcclCommShrink's flag after a failure: first stop the operations in flight (some wait for
+/// the failed ranks), as tcclCommRevoke does.
 #define TCCL_SHRINK_ABORT 0x01
 /// Stage 7: every rank of `comm` not in `excludeRanksList` calls it (the excluded ones, failed
 /// or leaving, do not): the others form a new communicator, keeping their order. Talks only to
