@@ -304,11 +304,12 @@ int chooseAlgorithm(const AlgoMask& mask, const ProtoMask& protos, WorkFunc f, i
                     size_t whyBytes) {
   const bool* allowed = mask.allowed[collIndex(f)];
   const bool* allowedProto = protos.allowed[collIndex(f)];
-  double best = INFINITY;
-  int algo = -1;
-  int len = 0;
   *proto = kProtoSimple;
   if (why != nullptr && whyBytes > 0) why[0] = '\0';
+  // >>> exercise 5.1: the cheapest algorithm and protocol
+  double best = INFINITY;
+  int algo = -1;
+  int len = 0;  // of the `why` text so far
   for (int a = 0; a < kNumAlgos; a++) {
     if (!allowed[a] || !algoSupports(f, a, nranks)) continue;
     for (int p = 0; p < kNumProtos; p++) {
@@ -323,6 +324,7 @@ int chooseAlgorithm(const AlgoMask& mask, const ProtoMask& protos, WorkFunc f, i
   }
   if (algo >= 0 && nranks == 1) algo = kAlgoRing, *proto = kProtoSimple;  // a local copy
   return algo;
+  // <<< exercise 5.1
 }
 
 tcclResult_t tuningCheckPeers(tcclComm* comm, bool llReach) {

@@ -43,6 +43,7 @@ tcclResult_t jobRun(const char* call, const std::vector<tcclComm*>& comms, bool 
     releaseAll(comms);
     return res;
   }
+  // >>> exercise 7.3: the non-blocking job's thread
   // Counted before the call returns: the caller's next tcclCommGetAsyncError must already
   // see the job.
   for (tcclComm* c : comms) c->jobs.fetch_add(1);
@@ -72,6 +73,7 @@ tcclResult_t jobRun(const char* call, const std::vector<tcclComm*>& comms, bool 
     return tcclSystemError;
   }
   return tcclInProgress;
+  // <<< exercise 7.3
 }
 
 tcclResult_t groupLaunchInUse(std::vector<CommTasks>& comms) {

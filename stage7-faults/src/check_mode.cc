@@ -84,6 +84,7 @@ tcclResult_t checkModeCompare(const CommTasks& t, uint64_t firstSeq) {
   std::vector<CollSignature> lists(slots * size_t(comm->nranks));
   std::copy(mine.begin(), mine.end(), lists.begin() + ptrdiff_t(slots) * comm->rank);
   TCCL_CHECK(comm->bootstrap->allGather(lists.data(), slots * sizeof(CollSignature)));
+  // >>> exercise 7.1: the first collective that differs, in words
   for (size_t i = 0; i < most; i++) {
     for (int r = 1; r < comm->nranks; r++) {
       const bool has0 = i < all[0].nColls, hasR = i < all[size_t(r)].nColls;
@@ -99,6 +100,7 @@ tcclResult_t checkModeCompare(const CommTasks& t, uint64_t firstSeq) {
   }
   TCCL_WARN("check mode: the ranks' collectives differ (digest) but no difference was found");
   return tcclInternalError;
+  // <<< exercise 7.1
 }
 
 }  // namespace tccl

@@ -85,6 +85,7 @@ tcclResult_t splitWork(tcclComm* parent, int color, int key, tcclComm* child) {
 
 tcclResult_t shrinkWork(tcclComm* parent, std::vector<int> survivors, bool abortFirst,
                         tcclComm* child) {
+  // >>> exercise 7.2: a shrink talks to the survivors only
   if (abortFirst && !parent->revoked.load()) TCCL_CHECK(commRevokeNow(parent));
   const uint32_t tag = kShrinkTagBase + parent->splits++;
   IdBytes id;
@@ -102,6 +103,7 @@ tcclResult_t shrinkWork(tcclComm* parent, std::vector<int> survivors, bool abort
       int(std::find(survivors.begin(), survivors.end(), parent->rank) - survivors.begin());
   TCCL_INFO(kInit, "shrink: rank %d -> rank %d of %zu", parent->rank, myIndex, survivors.size());
   return joinChild(child, myIndex, int(survivors.size()), id);
+  // <<< exercise 7.2
 }
 
 /// The child's configuration (NULL: the parent's), checked like tcclCommInitRankConfig's.

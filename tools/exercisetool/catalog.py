@@ -147,6 +147,93 @@ EXERCISES = [
         # (rd_sweep sets TCCL_ALGO=recdoubling itself: a test's ENVIRONMENT wins over ours.)
         tests=["{p}rd_sweep.np3", "{p}rd_sweep.np4"],
         targets=["{p}test_ring_sweep"], gtest_filter="*allreduce*"),
+    # ---- chapter 4: the torch.distributed backend -------------------------------------------
+    # The backend's tests are CTests of the stage's own build only where a python3 with torch
+    # is found (TCCL_WITH_TORCH=AUTO, as tools/exercise configures; CI installs python3-torch):
+    # the grading tests launch the ranks as Python processes (tests/torch/launch.py), CPU
+    # tensors. On every stub below each rank's first affected call raises RuntimeError at
+    # once, so the scripts end and the launcher reports the failed ranks; nothing waits.
+    Exercise(
+        id="4.1", title="the unique id through the Store", level="easy",
+        file="torch/csrc/process_group_tccl.cc",
+        stubs=["(void)kUniqueIdKey;  // remove once you use it\n"
+               "TCCL_TORCH_CHECK(false, \"tccl: no unique id, so no communicator (exercise "
+               "4.1)\");"],
+        # Every group's constructor: the default group (env://, file://) and a sub-group,
+        # whose Store is the same one under another prefix.
+        tests=["{p}torch_errors_usage.np3", "{p}torch_collectives_file.np2"],
+        targets=["{p}tccl_torch_ext"]),
+    Exercise(
+        id="4.2", title="all-to-all with uneven splits", level="medium",
+        file="torch/csrc/collectives_tccl.cc",
+        stubs=["TCCL_TORCH_CHECK(false, \"tccl: uneven all-to-all is not written yet (exercise "
+               "4.2)\");"],
+        # test_collectives' uneven case: rank r sends (r + p) % 3 rows to rank p, so some pairs
+        # exchange nothing; at 3 ranks and on the sub-group of ranks 0 and 2. The usage test
+        # wants the splits' own errors (the stub's message does not name them).
+        tests=["{p}torch_collectives_file.np2", "{p}torch_collectives.np3",
+               "{p}torch_errors_usage.np2"],
+        targets=["{p}tccl_torch_ext"],
+        needs=["4.1"]),
+    Exercise(
+        id="4.3", title="the worker runs a job and settles its Work", level="hard",
+        file="torch/csrc/op_queue.cc",
+        stubs=["(void)logJob;  // remove once you use it\n"
+               "{\n"
+               "  std::lock_guard<std::mutex> lock(mutex_);\n"
+               "  running_.reset();\n"
+               "}\n"
+               "e.work->fail(std::make_exception_ptr(std::runtime_error(\n"
+               "    \"tccl: the worker does not run jobs yet (exercise 4.3)\")));"],
+        # The stub fails every job (outside the lock, as the rule says) without running it.
+        # Async Works, futures and then() (collectives), DDP's bucket futures, a dead peer
+        # (its error fails what was queued and the group refuses new work) and a silent one
+        # (the watchdog times the running job).
+        tests=["{p}torch_collectives_file.np2", "{p}torch_ddp.np2",
+               "{p}torch_errors_rank_dies.np3", "{p}torch_errors_timeout.np2"],
+        targets=["{p}tccl_torch_ext"],
+        needs=["4.1", "4.2"]),
+    # ---- chapter 5: SHM, the cost model's protocol, the kept plan ---------------------------
+    Exercise(
+        id="5.1", title="the cheapest algorithm and protocol", level="easy",
+        file="src/tuning.cc",
+        stubs=["(void)allowed, (void)allowedProto;  // remove once you use them\n"
+               "return -1;"],
+        # A unit test compiled from the stage's tuning.cc: no MPI, no communication. The stub
+        # chooses nothing (as TCCL_ALGO/TCCL_PROTO leaving nothing would): every collective of
+        # the stage fails with tcclInvalidUsage, so 5.2's and 5.3's tests need this one.
+        tests=["{p}proto_choice"],
+        targets=["{p}test_proto_choice"],
+        gtest_filter="CostModel.*"),
+    Exercise(
+        id="5.2", title="reusing the kept plan", level="medium",
+        file="src/plan_cache.cc",
+        stubs=["(void)cache, (void)t;  // remove once you use them\nreturn false;",
+               "(void)sameShape;  // remove once you use it\n"
+               "*result = tcclInternalError;\n"
+               "return true;"],
+        # On the stub the first call of each run plans and keeps its plan, the next one fails
+        # on every rank (allRanksOk agrees before the next call). SHM is disabled so that the
+        # ranks connect over sockets, without 5.3's descriptor passing.
+        tests=["{p}plan_cache.np1", "{p}plan_cache.np2", "{p}plan_cache.np3"],
+        targets=["{p}test_plan_cache"],
+        env={"TCCL_SHM_DISABLE": "1"},
+        needs=["5.1"]),
+    Exercise(
+        id="5.3", title="a descriptor travels over a Unix socket", level="hard",
+        file="src/transport/shm/shm_segment.cc",
+        stubs=["(void)socketPeerPid;  // remove once you use it\n"
+               "*peerPid = 0;\n"
+               "return tcclInternalError;",
+               "*fdOut = -1;\n"
+               "*peerPid = 0;\n"
+               "return tcclInternalError;"],
+        # The segment tests (one process: a descriptor to ourselves, one without a descriptor,
+        # a peer that never sends) and a communicator over SHM at 2 and 3 ranks. On the stub
+        # every rank's send connect fails in phase 3, before any receive side would wait.
+        tests=["{p}shm.np2", "{p}shm.np3"],
+        targets=["{p}test_shm"],
+        needs=["5.1"]),  # the communicator's all-reduce chooses its algorithm
     # ---- chapter 6: the net interface and the verbs Net -------------------------------------
     Exercise(
         id="6.1", title="the sender reads its ready-to-receive entry", level="medium",
@@ -159,6 +246,73 @@ EXERCISES = [
         tests=["{p}net_ib"],
         targets=["{p}test_net_ib"],
         gtest_filter="NetIbData.*:NetIbQp.*"),
+    Exercise(
+        id="6.2", title="TCCL_IB_HCA picks the ports", level="easy",
+        file="src/transport/net/ib/ib_device.cc",
+        stubs=["(void)name, (void)port;  // remove once you use them\n"
+               "return false;  // no port selected: the IB Net finds no device"],
+        # The syntax's unit test (prefix, "=" exact, ":port", "^" exclusion), no device. The
+        # region follows the empty-spec case, so 6.1's tests (TCCL_IB_HCA unset) never reach it.
+        tests=["{p}net_ib"],
+        targets=["{p}test_net_ib"],
+        gtest_filter="NetIbMetadata.HcaSelection"),
+    Exercise(
+        id="6.3", title="the receive side posts and publishes steps", level="hard",
+        file="src/transport/net/net_transport.cc",
+        stubs=["__atomic_store_n(&fifo->closed, 1u, __ATOMIC_RELEASE);  // once per connection\n"
+               "(void)comm, (void)r, (void)didWork, (void)receiveDestination;  // remove once "
+               "used\n"
+               "return tcclInternalError;"],
+        # The network transport over NET/Socket (SHM disabled, direct mode on host buffers):
+        # ring and tree collectives at 3 ranks (many FIFO wraps), large P2P messages at 2.
+        # Every rank receives in the first collective, so on the stub every rank's
+        # communicator fails there, and every later call is refused at once (the stub closes
+        # the FIFO: the consumer fails at once, the proxy reports once per connection).
+        # Not p2p_patterns_socket: a pattern that leaves a rank out (pairs at 3 ranks) fails
+        # the others' communicators only, and the next pattern's lazy connection setup then
+        # waits on that rank for good. Not net_fake_ib: the IB Net and the socket Net both
+        # define tccl::NetSendComm and its siblings (an ODR violation); at verify's -Og the
+        # linker keeps one std::make_unique<NetSendComm> for both, and the IB connect crashes.
+        # TCCL_IB_DISABLE=1: NET/Socket on a machine with an HCA too (not 6.1's code).
+        tests=["{p}ring_sweep_socket.np3", "{p}tree_sweep_socket.np3", "{p}p2p_large_socket.np2"],
+        targets=["{p}test_ring_sweep", "{p}test_p2p_large"],
+        env={"TCCL_IB_DISABLE": "1"}),
+    # ---- chapter 7: failing well ------------------------------------------------------------
+    Exercise(
+        id="7.1", title="the first collective that differs, in words", level="easy",
+        file="src/check_mode.cc",
+        stubs=["(void)firstSeq, (void)describe;  // remove once you use them\n"
+               "return tcclInternalError;"],
+        # TCCL_CHECK_MODE=1 comes with the CTests. Every rank reaches its verdict from the same
+        # gathered lists, so on the stub every rank's mismatched call fails (nobody waits);
+        # matching calls never reach the region and still run.
+        tests=["{p}check_mode.np2", "{p}check_mode.np3"],
+        targets=["{p}test_check_mode"]),
+    Exercise(
+        id="7.2", title="a shrink talks to the survivors only", level="medium",
+        file="src/comm_split.cc",
+        stubs=["(void)parent, (void)survivors, (void)abortFirst, (void)child, "
+               "(void)kShrinkTagBase;  // remove once you use them\n"
+               "return tcclInternalError;"],
+        # Revoke: every rank shrinks the revoked communicator, excluding nobody; FaultInject's
+        # kill: rank 1 of 3 dies (a forked process), ranks 0 and 2 shrink with
+        # TCCL_SHRINK_ABORT into ranks 0 and 1 and all-reduce. Every caller fails on the stub.
+        # Not Lifecycle.Shrink: its excluded rank waits at an MPI barrier that the others,
+        # leaving at a failed assertion, never reach.
+        tests=["{p}lifecycle.np2", "{p}lifecycle.np3", "{p}fault_inject"],
+        targets=["{p}test_lifecycle", "{p}test_fault_inject"],
+        gtest_filter="Lifecycle.Revoke:FaultInject.KillOneRankSurvivorsShrinkAndGoOn"),
+    Exercise(
+        id="7.3", title="the non-blocking job's thread", level="hard",
+        file="src/async_job.cc",
+        stubs=["releaseAll(comms);  // the uses acquireAll took\n"
+               "return tcclInternalError;"],
+        # Only the non-blocking half of jobRun: blocking calls (every other exercise's tests)
+        # run on the caller's thread, above the region. On the stub a non-blocking init
+        # fails at once on every rank.
+        tests=["{p}lifecycle.np2", "{p}lifecycle.np3"],
+        targets=["{p}test_lifecycle"],
+        gtest_filter="Lifecycle.NonBlocking:Lifecycle.RevokeStuckJob"),
 ]
 
 

@@ -29,6 +29,19 @@ void withoutGil(Fn fn) {
   }
 }
 
+// The TCCL_TORCH_DEBUG line of a job that has run: done or FAILED, how long since it was
+// queued, and how much of that it waited for the worker (started: when the worker took it).
+void logJob(int rank, const WorkTccl& work, std::chrono::steady_clock::time_point started,
+            const std::string& error) {
+  if (!torchLogEnabled()) return;
+  const auto now = std::chrono::steady_clock::now();
+  using us = std::chrono::microseconds;
+  torchLog(rank, "%s #%llu: %s in %lld us (%lld us in the queue)", work.name().c_str(),
+           (unsigned long long)work.seq(), error.empty() ? "done" : "FAILED",
+           (long long)std::chrono::duration_cast<us>(now - work.queuedAt).count(),
+           (long long)std::chrono::duration_cast<us>(started - work.queuedAt).count());
+}
+
 }  // namespace
 
 OpQueue::OpQueue(int rank, std::chrono::milliseconds timeout) : rank_(rank), timeout_(timeout) {
@@ -88,6 +101,7 @@ void OpQueue::workerLoop() {
       running_ = e.work;
       runningSince_ = std::chrono::steady_clock::now();
     }
+    // >>> exercise 4.3: the worker runs a job and settles its Work
     std::string error;
     try {
       e.job(*e.work);
@@ -96,14 +110,7 @@ void OpQueue::workerLoop() {
     } catch (const std::exception& ex) {
       error = ex.what();
     }
-    if (torchLogEnabled()) {
-      const auto now = std::chrono::steady_clock::now();
-      using us = std::chrono::microseconds;
-      torchLog(rank_, "%s #%llu: %s in %lld us (%lld us in the queue)", e.work->name().c_str(),
-               (unsigned long long)e.work->seq(), error.empty() ? "done" : "FAILED",
-               (long long)std::chrono::duration_cast<us>(now - e.work->queuedAt).count(),
-               (long long)std::chrono::duration_cast<us>(runningSince_ - e.work->queuedAt).count());
-    }
+    logJob(rank_, *e.work, runningSince_, error);  // runningSince_: only this thread writes it
     std::deque<Entry> dropped;
     std::string failure;
     {
@@ -124,6 +131,7 @@ void OpQueue::workerLoop() {
       e.work->fail(std::make_exception_ptr(std::runtime_error(error)));
       failEntries(dropped, failure);
     }
+    // <<< exercise 4.3
   }
 }
 

@@ -386,6 +386,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::alltoall_base(at::Tensor& outpu
         },
         describe(input) + ", equal splits");
   }
+  // >>> exercise 4.2: all-to-all with uneven splits
   // Uneven splits count rows of dim 0; a row is the product of the other dims.
   auto rowsOf = [&](const at::Tensor& t, std::vector<int64_t>& splits, const char* which) {
     const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
@@ -432,6 +433,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::alltoall_base(at::Tensor& outpu
         check(guard.end(), "tcclGroupEnd");
       },
       describe(input) + ", uneven splits");
+  // <<< exercise 4.2
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTccl::alltoall(std::vector<at::Tensor>& outputs,

@@ -41,6 +41,7 @@ ProcessGroupTccl::ProcessGroupTccl(const c10::intrusive_ptr<c10d::Store>& store,
   // The bootstrap handshake, with the Store as the out-of-band channel (NCCL's
   // ncclGetUniqueId on rank 0, broadcast by the launcher: ProcessGroupNCCL::broadcastUniqueNCCLID).
   tcclUniqueId id;
+  // >>> exercise 4.1: the unique id through the Store
   if (rank == 0) {
     check(tcclGetUniqueId(&id), "tcclGetUniqueId");
     const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
@@ -51,6 +52,7 @@ ProcessGroupTccl::ProcessGroupTccl(const c10::intrusive_ptr<c10d::Store>& store,
                      bytes.size(), " bytes, expected ", sizeof(id));
     std::memcpy(&id, bytes.data(), sizeof(id));
   }
+  // <<< exercise 4.1
   check(tcclCommInitRank(&comm_, size, id, rank), "tcclCommInitRank");
   queue_ = std::make_unique<OpQueue>(rank, timeout);
   torchLog(rank, "process group of %d ranks up (timeout %lld ms)", size,

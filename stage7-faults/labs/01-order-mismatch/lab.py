@@ -3,9 +3,7 @@
 The schedule below is lab.cc's schedule(); instance() makes the same seeded choices as the
 program (pick() is tools/lab's, the same function as lab::pick).
 """
-import re
-import subprocess
-import os
+from labtools import RANKS, disagreement, frtrace, numbers, odd_rank_out
 
 TITLE = "Collective order mismatch: a hang"
 MIRRORS = ("NCCL hangs where ranks call collectives in different orders; PyTorch's "
@@ -15,10 +13,6 @@ ENV = {"TCCL_TIMEOUT": "3"}
 TIMEOUT = 40
 ANSWER = "rank=R op=N"
 SYMPTOM = r"failed: |wrong result"
-
-
-def RANKS(seed):
-    return 3 + pick(seed, 9, 2)
 
 
 def ops():
@@ -37,13 +31,12 @@ def instance(seed):
 
 
 def grade(inst, answer):
-    if "rank" not in answer or "op" not in answer:
-        return False, "answer with rank=R (the rank that called them in another order) and op=N " \
-                      "(the collective sequence number where the ranks first disagree)"
-    try:
-        rank, op = int(answer["rank"]), int(answer["op"])
-    except ValueError:
-        return False, "rank and op are numbers"
+    got, why = numbers(answer, ("rank", "op"),
+                       "answer with rank=R (the rank that called them in another order) and op=N "
+                       "(the collective sequence number where the ranks first disagree)")
+    if got is None:
+        return False, why
+    rank, op = got["rank"], got["op"]
     if rank != inst["rank"]:
         return False, "not that rank: which rank's calls differ from everyone else's?"
     if op != inst["op"]:
@@ -55,15 +48,9 @@ def grade(inst, answer):
 def diagnose(run):
     """What tools/frtrace makes of the run's dumps, as an answer: the odd rank out at the
     first collective where the ranks disagree."""
-    tool = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "frtrace")
-    out = subprocess.run([tool, "analyze", run.dir, "--prefix", "fr_"], capture_output=True,
-                         text=True).stdout
-    m = re.search(r"collective (\d+): the ranks disagree: (.*)", out)
-    if not m:
-        return None
-    groups = [[int(x) for x in g.split(",")] for g in re.findall(r"rank\(s\) \[([\d, ]+)\]", m.group(2))]
-    odd = min(groups, key=len)
-    return {"rank": str(odd[0]), "op": m.group(1)} if len(odd) == 1 else None
+    found = disagreement(frtrace(run))
+    rank = odd_rank_out(found)
+    return {"rank": str(rank), "op": found.op} if rank is not None else None
 
 
 def wrong(inst):

@@ -3,9 +3,9 @@
 schedule() below is lab.cc's schedule() (kinds and counts) and fields() its fields();
 instance() makes the same seeded choices as the program (pick() is tools/lab's, the same function as lab::pick).
 """
-import os
 import re
-import subprocess
+
+from labtools import RANKS, disagreement, frtrace, numbers, odd_rank_out
 
 TITLE = "Count, type or root mismatch: corruption or a hang"
 MIRRORS = ("NCCL silently corrupting or hanging on mismatched counts, types or roots; PyTorch's "
@@ -17,10 +17,6 @@ ANSWER = "rank=R op=N field=count|type|root"
 SYMPTOM = r"failed: |wrong result"
 
 FIELDS = ("count", "type", "root")
-
-
-def RANKS(seed):
-    return 3 + pick(seed, 9, 2)
 
 
 def schedule():
@@ -45,13 +41,13 @@ def instance(seed):
 
 
 def grade(inst, answer):
-    if not all(k in answer for k in ("rank", "op", "field")):
-        return False, "answer with rank=R (the rank whose call differs), op=N (that collective's " \
-                      "sequence number, from 1) and field=count|type|root (what differs)"
-    try:
-        rank, op = int(answer["rank"]), int(answer["op"])
-    except ValueError:
-        return False, "rank and op are numbers"
+    got, why = numbers(answer, ("rank", "op"),
+                       "answer with rank=R (the rank whose call differs), op=N (that collective's "
+                       "sequence number, from 1) and field=count|type|root (what differs)",
+                       also=("field",))
+    if got is None:
+        return False, why
+    rank, op = got["rank"], got["op"]
     field = {"dtype": "type", "datatype": "type"}.get(answer["field"].lower(), answer["field"].lower())
     if field not in FIELDS:
         return False, "field is one of count, type, root"
@@ -77,21 +73,14 @@ def _details(words):
 def diagnose(run):
     """What tools/frtrace makes of the run's dumps, as an answer: the odd rank out at the
     collective where the ranks' calls disagree, and the detail in which they differ."""
-    tool = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "frtrace")
-    out = subprocess.run([tool, "analyze", run.dir, "--prefix", "fr_"], capture_output=True,
-                         text=True).stdout
-    m = re.search(r"collective (\d+): the ranks disagree: (.*)", out)
-    if not m:
-        return None
-    calls = re.findall(r"rank\(s\) \[([\d, ]+)\] called ([^;]*)", m.group(2))
-    if len(calls) != 2:
-        return None
-    (odd, odd_call), (_, usual_call) = sorted(calls, key=lambda c: len(c[0].split(",")))
-    if "," in odd:
-        return None  # no single rank stands out
+    found = disagreement(frtrace(run))
+    rank = odd_rank_out(found)
+    if rank is None or len(found.calls) != 2:
+        return None  # no single rank stands out against one usual call
+    (_, odd_call), (_, usual_call) = found.calls
     mine, theirs = _details(odd_call), _details(usual_call)
     diff = [f for f, a, b in zip(FIELDS, mine, theirs) if a != b]
-    return {"rank": odd.strip(), "op": m.group(1), "field": diff[0]} if len(diff) == 1 else None
+    return {"rank": str(rank), "op": found.op, "field": diff[0]} if len(diff) == 1 else None
 
 
 def wrong(inst):

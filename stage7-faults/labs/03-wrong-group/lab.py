@@ -5,6 +5,8 @@ group_of() is lab.cc's groupOf(); instance() makes the same seeded choices as th
 """
 import re
 
+from labtools import each_rank, numbers
+
 TITLE = "Wrong group membership: a rank in another group"
 MIRRORS = ("NCCL ncclCommSplit with a wrong color; PyTorch new_group / device-mesh membership bugs "
            "(a rank in the wrong process group)")
@@ -37,13 +39,12 @@ def instance(seed):
 
 
 def grade(inst, answer):
-    if "rank" not in answer or "group" not in answer:
-        return False, "answer with rank=R (the world rank in the wrong group) and group=G (the " \
-                      "group -- the split color -- it joined)"
-    try:
-        rank, group = int(answer["rank"]), int(answer["group"])
-    except ValueError:
-        return False, "rank and group are numbers"
+    got, why = numbers(answer, ("rank", "group"),
+                       "answer with rank=R (the world rank in the wrong group) and group=G (the "
+                       "group -- the split color -- it joined)")
+    if got is None:
+        return False, why
+    rank, group = got["rank"], got["group"]
     if rank != inst["rank"]:
         return False, "not that rank: which rank's split color is not the one the layout gives it?"
     if group != inst["group"]:
@@ -60,11 +61,11 @@ def diagnose(run):
         return None
     belongs = {int(r): g for g, members in enumerate(re.findall(r"\{([\d,]+)\}", plan.group(1)))
                for r in members.split(",")}
+    splits = each_rank(run, r"split: color (\d+) key (\d+) -> rank \d+ of \d+")
+    if splits is None:
+        return None
     found = None
-    for rank, log in enumerate(run.logs):
-        m = re.search(r"split: color (\d+) key (\d+) -> rank \d+ of \d+", log)
-        if not m:
-            return None
+    for rank, m in enumerate(splits):
         color = int(m.group(1))
         if color != belongs.get(rank):
             if found is not None:

@@ -5,6 +5,8 @@ seeded choices as the program (pick() is tools/lab's, the same function as lab::
 """
 import re
 
+from labtools import numbers
+
 TITLE = "Send/send deadlock without a group, above a size"
 MIRRORS = ("NCCL's \"ncclSend/ncclRecv must be in a group to avoid deadlock\"; MPI's "
            "send/send deadlock past the eager threshold")
@@ -56,14 +58,13 @@ NOT_FIXES = {
 
 
 def grade(inst, answer):
-    if "op" not in answer or "fix" not in answer:
-        return False, "answer with op=N (the operation that never completes, counted as the " \
-                      "flight recorder and the watchdog count them) and fix=F (how the program " \
-                      "must issue its swaps)"
-    try:
-        op = int(answer["op"])
-    except ValueError:
-        return False, "op is a number"
+    got, why = numbers(answer, ("op",),
+                       "answer with op=N (the operation that never completes, counted as the "
+                       "flight recorder and the watchdog count them) and fix=F (how the program "
+                       "must issue its swaps)", also=("fix",))
+    if got is None:
+        return False, why
+    op = got["op"]
     if op == inst["op"] + 1:
         return False, "that is the receive: it was never even called. Which call is stuck?"
     if op != inst["op"]:

@@ -4,9 +4,9 @@ tools/lab.
 STEPS is lab.cc's kSteps; instance() makes the same seeded choices as the program (pick() is
 tools/lab's, the same function as lab::pick).
 """
-import os
 import re
-import subprocess
+
+from labtools import RANKS, frtrace, numbers
 
 TITLE = "Two communicators in different orders: a deadlock"
 MIRRORS = ("NCCL's deadlock when ranks issue two communicators' operations in different orders; "
@@ -20,23 +20,18 @@ SYMPTOM = r"failed: |wrong result"
 STEPS = 5
 
 
-def RANKS(seed):
-    return 3 + pick(seed, 9, 2)
-
-
 def instance(seed):
     n = RANKS(seed)
     return {"ranks": n, "rank": pick(seed, 0, n), "step": 2 + pick(seed, 1, STEPS - 1)}  # never step 1
 
 
 def grade(inst, answer):
-    if "rank" not in answer or "step" not in answer:
-        return False, "answer with rank=R (the rank that used the communicators in the other " \
-                      "order) and step=S (the training step where it did, counting from 1)"
-    try:
-        rank, step = int(answer["rank"]), int(answer["step"])
-    except ValueError:
-        return False, "rank and step are numbers"
+    got, why = numbers(answer, ("rank", "step"),
+                       "answer with rank=R (the rank that used the communicators in the other "
+                       "order) and step=S (the training step where it did, counting from 1)")
+    if got is None:
+        return False, why
+    rank, step = got["rank"], got["step"]
     if rank != inst["rank"]:
         return False, "not that rank: which rank waited on another communicator than the rest?"
     if step != inst["step"]:
@@ -45,17 +40,14 @@ def grade(inst, answer):
     return True, f"rank {rank} all-reduced on tp before dp at step {step}"
 
 
-def _frtrace(run, prefix):
-    tool = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "frtrace")
-    return subprocess.run([tool, "analyze", run.dir, "--prefix", prefix], capture_output=True,
-                          text=True).stdout
+NEVER_JOINED = r"collective (\d+) \(.*\): rank (\d+) never joined it"
 
 
 def diagnose(run):
     """What tools/frtrace makes of each communicator's dumps, as an answer: on dp one rank
     never joined a collective the others are stuck in; on tp that rank alone is in one."""
-    dp = re.findall(r"collective (\d+) \(.*\): rank (\d+) never joined it", _frtrace(run, "fr_dp_"))
-    tp = re.findall(r"collective (\d+) \(.*\): rank (\d+) never joined it", _frtrace(run, "fr_tp_"))
+    dp = re.findall(NEVER_JOINED, frtrace(run, "fr_dp_"))
+    tp = re.findall(NEVER_JOINED, frtrace(run, "fr_tp_"))
     if len(dp) != 1 or not tp:
         return None
     (dp_coll, rank), tp_coll = dp[0], tp[0][0]

@@ -3,9 +3,9 @@
 instance() makes the same seeded choices as lab.cc (pick() is tools/lab's, the same function
 as lab::pick).
 """
-import os
 import re
-import subprocess
+
+from labtools import RANKS, frtrace, numbers
 
 TITLE = "Two threads racing on one communicator"
 MIRRORS = ("NCCL's rule that a communicator is used by one thread at a time; PyTorch hangs "
@@ -18,23 +18,18 @@ SYMPTOM = r"already running a call of another thread"
 COLLS_PER_STEP = 2  # gradients, then loss
 
 
-def RANKS(seed):
-    return 3 + pick(seed, 9, 2)
-
-
 def instance(seed):
     n = RANKS(seed)
     return {"ranks": n, "rank": pick(seed, 0, n), "step": 2 + pick(seed, 1, 4)}
 
 
 def grade(inst, answer):
-    if "rank" not in answer or "step" not in answer:
-        return False, "answer with rank=R (the rank whose threads raced) and step=S (the " \
-                      "training step, counted from 1, where they raced)"
-    try:
-        rank, step = int(answer["rank"]), int(answer["step"])
-    except ValueError:
-        return False, "rank and step are numbers"
+    got, why = numbers(answer, ("rank", "step"),
+                       "answer with rank=R (the rank whose threads raced) and step=S (the "
+                       "training step, counted from 1, where they raced)")
+    if got is None:
+        return False, why
+    rank, step = got["rank"], got["step"]
     if rank != inst["rank"]:
         return False, "not that rank: which rank had two threads in the communicator at once?"
     if step != inst["step"]:
@@ -50,10 +45,7 @@ def diagnose(run):
     one out, two collectives a step."""
     m = re.search(r"rank (\d+): communicator \S+ is already running a call of another thread",
                   run.text())
-    tool = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "frtrace")
-    out = subprocess.run([tool, "analyze", run.dir, "--prefix", "fr_"], capture_output=True,
-                         text=True).stdout
-    c = re.search(r"^collective (\d+)", out, re.M)
+    c = re.search(r"^collective (\d+)", frtrace(run), re.M)
     if not m or not c:
         return None
     return {"rank": m.group(1), "step": str((int(c.group(1)) + 1) // COLLS_PER_STEP)}

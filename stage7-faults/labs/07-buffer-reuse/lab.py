@@ -6,6 +6,8 @@ as lab::pick).
 """
 import re
 
+from labtools import RANKS, numbers
+
 TITLE = "A buffer reused before its all-reduce completed"
 MIRRORS = ("CUDA stream races where a buffer is reused before ncclAllReduce completed; "
            "PyTorch's async_op=True without work.wait(), record_stream")
@@ -16,23 +18,18 @@ ANSWER = "rank=R step=S"
 SYMPTOM = r"wrong gradient sum"
 
 
-def RANKS(seed):
-    return 3 + pick(seed, 9, 2)
-
-
 def instance(seed):
     n = RANKS(seed)
     return {"ranks": n, "rank": pick(seed, 0, n), "step": 2 + pick(seed, 1, 4)}
 
 
 def grade(inst, answer):
-    if "rank" not in answer or "step" not in answer:
-        return False, "answer with rank=R (the rank whose buffer changed under the all-reduce) " \
-                      "and step=S (the training step, counted from 1)"
-    try:
-        rank, step = int(answer["rank"]), int(answer["step"])
-    except ValueError:
-        return False, "rank and step are numbers"
+    got, why = numbers(answer, ("rank", "step"),
+                       "answer with rank=R (the rank whose buffer changed under the all-reduce) "
+                       "and step=S (the training step, counted from 1)")
+    if got is None:
+        return False, why
+    rank, step = got["rank"], got["step"]
     if step != inst["step"]:
         return False, "not that step: at which step are the sums wrong?"
     if rank != inst["rank"]:

@@ -6,9 +6,7 @@ later held the dead rank's number in a shrunk communicator would otherwise be ki
 The schedule below is lab.cc's schedule(); instance() makes the same seeded choices as
 rank_env (pick() is tools/lab's, the same function as lab::pick).
 """
-import os
-import re
-import subprocess
+from labtools import RANKS, frtrace, incomplete, numbers
 
 TITLE = "A rank crashing mid-collective"
 MIRRORS = ("NCCL's \"remote process exited or there was a network error\" when a rank dies; "
@@ -18,10 +16,6 @@ ENV = {"TCCL_TIMEOUT": "3"}
 TIMEOUT = 30
 ANSWER = "rank=R op=N"
 SYMPTOM = r"failed: remote process exited"
-
-
-def RANKS(seed):
-    return 3 + pick(seed, 9, 2)
 
 
 def ops():
@@ -52,13 +46,12 @@ def EXPECT_DEAD(inst):
 
 
 def grade(inst, answer):
-    if "rank" not in answer or "op" not in answer:
-        return False, "answer with rank=R (the rank that died) and op=N (the collective it " \
-                      "died in, counting from 1 as collective_seq_id does)"
-    try:
-        rank, op = int(answer["rank"]), int(answer["op"])
-    except ValueError:
-        return False, "rank and op are numbers"
+    got, why = numbers(answer, ("rank", "op"),
+                       "answer with rank=R (the rank that died) and op=N (the collective it "
+                       "died in, counting from 1 as collective_seq_id does)")
+    if got is None:
+        return False, why
+    rank, op = got["rank"], got["op"]
     if rank != inst["rank"]:
         return False, "not that rank: which rank left no dump, and which one do the survivors " \
                       "say has exited?"
@@ -71,11 +64,7 @@ def grade(inst, answer):
 def diagnose(run):
     """What tools/frtrace makes of the run's dumps, as an answer: the collective the survivors
     did not complete, and the rank that left no dump."""
-    tool = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "frtrace")
-    out = subprocess.run([tool, "analyze", run.dir, "--prefix", "fr_"], capture_output=True,
-                         text=True).stdout
-    m = re.search(r"collective (\d+) \(.*\) did not complete on rank\(s\) \[[\d, ]+\]; "
-                  r"rank\(s\) \[(\d+)\] left no dump", out)
+    m = incomplete(frtrace(run), r"rank\(s\) \[(\d+)\] left no dump")
     return {"rank": m.group(2), "op": m.group(1)} if m else None
 
 

@@ -5,9 +5,7 @@ only (rank_env), so the program does not show it; the reference fix (LAB_FIX=1) 
 it. The schedule below is lab.cc's schedule(); instance() makes the same seeded choices as
 rank_env (pick() is tools/lab's, the same function as lab::pick).
 """
-import os
-import re
-import subprocess
+from labtools import RANKS, frtrace, incomplete, numbers
 
 TITLE = "A straggler: a timeout with no visible cause"
 MIRRORS = ("PyTorch's \"Watchdog caught collective operation timeout\" caused by one slow rank "
@@ -18,10 +16,6 @@ DELAY_MS = 2500  # the straggler's lateness: well past TCCL_TIMEOUT plus the oth
 TIMEOUT = 30
 ANSWER = "rank=R op=N"
 SYMPTOM = r"has not completed after 1 s"
-
-
-def RANKS(seed):
-    return 3 + pick(seed, 9, 2)
 
 
 def ops():
@@ -45,13 +39,12 @@ def rank_env(seed, rank, fix):
 
 
 def grade(inst, answer):
-    if "rank" not in answer or "op" not in answer:
-        return False, "answer with rank=R (the rank that came late) and op=N (the collective it " \
-                      "came late to, counting from 1 as collective_seq_id does)"
-    try:
-        rank, op = int(answer["rank"]), int(answer["op"])
-    except ValueError:
-        return False, "rank and op are numbers"
+    got, why = numbers(answer, ("rank", "op"),
+                       "answer with rank=R (the rank that came late) and op=N (the collective it "
+                       "came late to, counting from 1 as collective_seq_id does)")
+    if got is None:
+        return False, why
+    rank, op = got["rank"], got["op"]
     if rank != inst["rank"]:
         return False, "not that rank: the first error a rank reports is not always the cause -- " \
                       "which rank joined the collective last?"
@@ -62,11 +55,7 @@ def grade(inst, answer):
 
 def diagnose(run):
     """What tools/frtrace makes of the run's dumps, as an answer: the straggler it names."""
-    tool = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "frtrace")
-    out = subprocess.run([tool, "analyze", run.dir, "--prefix", "fr_"], capture_output=True,
-                         text=True).stdout
-    m = re.search(r"collective (\d+) \(.*\) did not complete on rank\(s\) \[[\d, ]+\]; "
-                  r"straggler: rank (\d+)", out)
+    m = incomplete(frtrace(run), r"straggler: rank (\d+)")
     return {"rank": m.group(2), "op": m.group(1)} if m else None
 
 

@@ -7,7 +7,8 @@ lab::pick); rank_env() places the ranks on the nodes.
 """
 import os
 import re
-import subprocess
+
+from labtools import each_rank, frtrace, incomplete, numbers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -60,13 +61,13 @@ def ranks_of(text):
 
 
 def grade(inst, answer):
-    if "op" not in answer or "side" not in answer:
-        return False, "answer with op=N (the operation the partition stopped, counted from 1 as " \
-                      "collective_seq_id does) and side=R,R (the ranks on rank 0's side)"
-    try:
-        op = int(answer["op"])
-    except ValueError:
-        return False, "op is a number"
+    got, why = numbers(answer, ("op",),
+                       "answer with op=N (the operation the partition stopped, counted from 1 as "
+                       "collective_seq_id does) and side=R,R (the ranks on rank 0's side)",
+                       also=("side",))
+    if got is None:
+        return False, why
+    op = got["op"]
     side = ranks_of(answer["side"]) | {0}  # rank 0 is on its own side; naming it is optional
     if op != inst["op"]:
         return False, "not that operation: which is the first one that not every rank completed?"
@@ -81,18 +82,11 @@ def diagnose(run):
     """What the lab's tools say, as an answer: tools/frtrace names the first collective that
     no rank completed; each rank's INIT line ("using interface ... address A") names its
     node's address, and the ranks with rank 0's address are its side."""
-    tool = os.path.join(HERE, "..", "..", "..", "tools", "frtrace")
-    out = subprocess.run([tool, "analyze", run.dir, "--prefix", "fr_"], capture_output=True,
-                         text=True).stdout
-    m = re.search(r"^collective (\d+) \(.*\) did not complete on rank", out, re.M)
-    if not m:
+    m = incomplete(frtrace(run))
+    found = each_rank(run, r"using interface \S+ address ([\d.]+)")
+    if not m or found is None:
         return None
-    addrs = []
-    for log in run.logs:
-        a = re.search(r"using interface \S+ address ([\d.]+)", log)
-        if not a:
-            return None
-        addrs.append(a.group(1))
+    addrs = [a.group(1) for a in found]
     side = [r for r, a in enumerate(addrs) if a == addrs[0]]
     return {"op": m.group(1), "side": ",".join(map(str, side))}
 

@@ -10,6 +10,8 @@ directly: tools/lab applies rank_env after --env, so no fix could replace it.)
 """
 import re
 
+from labtools import RANKS, fix_knob, knob_env, numbers
+
 TITLE = "The wrong network interface for the bootstrap"
 MIRRORS = ("NCCL's \"Bootstrap : no socket interface found\" and bootstrap timeouts from a wrong "
            "NCCL_SOCKET_IFNAME; GLOO_SOCKET_IFNAME in PyTorch")
@@ -29,10 +31,6 @@ FIX_KEYS = ["fix"]
 BAD_NAMES = ["eth9", "=ib9", "bond9", "hsn9", "=enp199s0f1", "=ens9f9"]
 
 
-def RANKS(seed):
-    return 3 + pick(seed, 9, 2)
-
-
 def instance(seed):
     n = RANKS(seed)
     return {"ranks": n, "rank": pick(seed, 0, n),
@@ -46,22 +44,17 @@ def rank_env(seed, rank, fix):
     return {"LAB_NODE_IFNAME": inst["ifname"]}
 
 
-def _fix_value(answer):
-    m = re.fullmatch(r"TCCL_SOCKET_IFNAME=(\S+)", answer.get("fix", ""))
-    return m.group(1) if m else None
-
-
 def grade(inst, answer):
-    if "rank" not in answer or "fix" not in answer:
-        return False, "answer with rank=R (the rank whose setting is wrong) and " \
-                      "fix=TCCL_SOCKET_IFNAME=<value> (a value that works for every rank)"
-    try:
-        rank = int(answer["rank"])
-    except ValueError:
-        return False, "rank is a number"
+    got, why = numbers(answer, ("rank",),
+                       "answer with rank=R (the rank whose setting is wrong) and "
+                       "fix=TCCL_SOCKET_IFNAME=<value> (a value that works for every rank)",
+                       also=("fix",))
+    if got is None:
+        return False, why
+    rank = got["rank"]
     if rank != inst["rank"]:
         return False, "not that rank: most ranks only say who never joined -- read that rank's log"
-    value = _fix_value(answer)
+    _, value = fix_knob(answer, "TCCL_SOCKET_IFNAME")
     if value is None:
         return False, "the fix is TCCL_SOCKET_IFNAME=<value>: an interface (or NCCL-style list) " \
                       "that exists on this host"
@@ -71,10 +64,7 @@ def grade(inst, answer):
 
 
 def fix_env(inst, answer):
-    value = _fix_value(answer)
-    if value is None:
-        return None, "no TCCL_SOCKET_IFNAME=<value> in the answer"
-    return {"TCCL_SOCKET_IFNAME": value}, f"TCCL_SOCKET_IFNAME={value} on every rank"
+    return knob_env(answer, "TCCL_SOCKET_IFNAME", "TCCL_SOCKET_IFNAME=<value>")
 
 
 def diagnose(run):

@@ -12,6 +12,8 @@ arithmetic of a fitting TCCL_BUFFSIZE a little simpler.
 import re
 import sys
 
+from labtools import RANKS, fix_knob, knob_env
+
 TITLE = "Shared memory too small for the SHM transport"
 MIRRORS = ("NCCL's \"Error while creating shared memory segment\" in containers with a small "
            "/dev/shm (docker's 64 MB default; --shm-size)")
@@ -32,10 +34,6 @@ WRAP = [sys.executable, "-c",
 
 HEADER = 4096  # a FIFO segment: a 4 KiB header (head, tail, sizes), then TCCL_BUFFSIZE of slots
 LIMITS_KIB = [640, 768, 1024, 1536, 2048, 3072]
-
-
-def RANKS(seed):
-    return 3 + pick(seed, 9, 2)
 
 
 def instance(seed):
@@ -62,13 +60,8 @@ def rank_env(seed, rank, fix):
     return env
 
 
-def _fix(answer):
-    m = re.fullmatch(r"(TCCL_[A-Z0-9_]+)=(\S+)", answer.get("fix", ""))
-    return (m.group(1), m.group(2)) if m else (None, None)
-
-
 def grade(inst, answer):
-    key, value = _fix(answer)
+    key, value = fix_knob(answer)
     if key is None:
         return False, "answer with fix=KNOB=VALUE: a TCCL_ setting that lets the job run on " \
                       "this machine as it is"
@@ -93,10 +86,7 @@ def grade(inst, answer):
 
 
 def fix_env(inst, answer):
-    key, value = _fix(answer)
-    if key is None:
-        return None, "no KNOB=VALUE in the answer"
-    return {key: value}, f"{key}={value} on every rank"
+    return knob_env(answer)
 
 
 def diagnose(run):

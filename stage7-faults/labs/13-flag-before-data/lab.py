@@ -6,6 +6,8 @@ connection where it does.
 """
 import re
 
+from labtools import RANKS, numbers
+
 TITLE = "Protocol data corruption (flag stored before data)"
 MIRRORS = ("NCCL protocol bugs where a flag is visible before its data (why LL puts a flag in "
            "every 8 bytes and Simple fences before the tail store); "
@@ -20,10 +22,6 @@ K_NSTEPS = 8  # lab.cc: kNSteps
 K_ITERS = 8   # lab.cc: kIters
 
 
-def RANKS(seed):
-    return 3 + pick(seed, 9, 2)
-
-
 def instance(seed):
     n = RANKS(seed)
     total = K_ITERS * (n - 1)
@@ -32,13 +30,12 @@ def instance(seed):
 
 
 def grade(inst, answer):
-    if "rank" not in answer or "step" not in answer:
-        return False, "answer with rank=R (the producer that published a step too early) and " \
-                      "step=S (that step's number on its connection, as the trace lines count)"
-    try:
-        rank, step = int(answer["rank"]), int(answer["step"])
-    except ValueError:
-        return False, "rank and step are numbers"
+    got, why = numbers(answer, ("rank", "step"),
+                       "answer with rank=R (the producer that published a step too early) and "
+                       "step=S (that step's number on its connection, as the trace lines count)")
+    if got is None:
+        return False, why
+    rank, step = got["rank"], got["step"]
     if rank != inst["rank"]:
         if rank == (inst["rank"] + 1) % inst["ranks"]:
             return False, "that rank read a wrong block, but did it write one? Whose slot was it?"

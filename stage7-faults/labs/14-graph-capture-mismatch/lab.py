@@ -5,9 +5,7 @@ instance() makes the same seeded choices as lab.cc (pick() is tools/lab's, the s
 as lab::pick): the rank whose capture differs, whether it captures one all-reduce more (an
 overflow flag) or one fewer (a skipped bucket), and where.
 """
-import os
-import re
-import subprocess
+from labtools import RANKS, disagreement, frtrace, numbers, odd_rank_out
 
 TITLE = "A CUDA graph capture mismatch (GPU only)"
 MIRRORS = ("torch.cuda.graph / CUDA-graphed training steps where one rank captures different "
@@ -23,10 +21,6 @@ SYMPTOM = r"graph replay did not finish|its kernels failed|the graph failed|wron
 K_BUCKETS = 4  # lab.cc: kBuckets (the eager step issues collectives 1..K_BUCKETS)
 
 
-def RANKS(seed):
-    return 3 + pick(seed, 9, 2)
-
-
 def instance(seed):
     n = RANKS(seed)
     extra = pick(seed, 2, 2) == 0
@@ -38,13 +32,12 @@ def instance(seed):
 
 
 def grade(inst, answer):
-    if "rank" not in answer or "op" not in answer:
-        return False, "answer with rank=R (the rank whose graph differs) and op=N (the " \
-                      "collective sequence number where the ranks' calls first differ)"
-    try:
-        rank, op = int(answer["rank"]), int(answer["op"])
-    except ValueError:
-        return False, "rank and op are numbers"
+    got, why = numbers(answer, ("rank", "op"),
+                       "answer with rank=R (the rank whose graph differs) and op=N (the "
+                       "collective sequence number where the ranks' calls first differ)")
+    if got is None:
+        return False, why
+    rank, op = got["rank"], got["op"]
     if rank != inst["rank"]:
         return False, "not that rank: which rank's recorded calls differ from everyone else's?"
     if op != inst["op"]:
@@ -58,16 +51,9 @@ def diagnose(run):
     """What tools/frtrace makes of the run's dumps, as an answer: the odd rank out at the
     first collective where the ranks' recorded calls differ (captured calls are recorded,
     as completed, when they are captured)."""
-    tool = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "frtrace")
-    out = subprocess.run([tool, "analyze", run.dir, "--prefix", "fr_"], capture_output=True,
-                         text=True).stdout
-    m = re.search(r"collective (\d+): the ranks disagree: (.*)", out)
-    if not m:
-        return None
-    groups = [[int(x) for x in g.split(",")]
-              for g in re.findall(r"rank\(s\) \[([\d, ]+)\]", m.group(2))]
-    odd = min(groups, key=len)
-    return {"rank": str(odd[0]), "op": m.group(1)} if len(odd) == 1 else None
+    found = disagreement(frtrace(run))
+    rank = odd_rank_out(found)
+    return {"rank": str(rank), "op": found.op} if rank is not None else None
 
 
 def wrong(inst):

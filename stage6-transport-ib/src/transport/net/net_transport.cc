@@ -314,6 +314,7 @@ tcclResult_t NetTransportRecv::progress(tcclComm& comm, Connector& c, bool* didW
   NetResources& r = res(c);
   ConnFifo* fifo = c.conn->fifo;
   if (fifo->closed) return tcclSuccess;
+  // >>> exercise 6.3: the receive side posts and publishes steps
   // Post a receive for every free slot whose destination is decided. A slot is free when the
   // executor has consumed its step: step < head + kNSteps. Acquire: the executor finished
   // reading the slot before it moved head.
@@ -368,6 +369,7 @@ tcclResult_t NetTransportRecv::progress(tcclComm& comm, Connector& c, bool* didW
     storeRelease(&fifo->tail, step + 1);
     *didWork = true;
   }
+  // <<< exercise 6.3
 }
 
 int NetTransportRecv::pollFd(const Connector& c, short* events) const {

@@ -69,12 +69,13 @@ struct NetProperties {
   bool dmabuf;       // can register GPU memory by dma-buf (GPUDirect RDMA; stage 6's IB opt-in)
 };
 
-/// A Net's per-connection objects: declared here, defined by each Net.
-struct NetListenComm;
-struct NetSendComm;
-struct NetRecvComm;
-struct NetRequest;
-struct NetMr;
+/// A Net's per-connection objects: opaque handles here; each Net derives its own types from
+/// them, under names of its own, and casts back (NCCL's plugins use void* for the same).
+struct NetListenComm {};
+struct NetSendComm {};
+struct NetRecvComm {};
+struct NetRequest {};
+struct NetMr {};
 
 /// The size test() reports for a receive whose peer closed the connection cleanly instead.
 constexpr size_t kNetClosed = SIZE_MAX;

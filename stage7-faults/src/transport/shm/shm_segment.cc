@@ -130,6 +130,7 @@ tcclResult_t fdListen(FdListener* out) {
 
 tcclResult_t fdSend(const FdSocketName& name, int fdToSend, const void* hello, size_t helloBytes,
                     pid_t* peerPid) {
+  // >>> exercise 5.3: a descriptor travels over a Unix socket
   *peerPid = 0;
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) {
@@ -166,10 +167,12 @@ tcclResult_t fdSend(const FdSocketName& name, int fdToSend, const void* hello, s
     return tcclSystemError;
   }
   return tcclSuccess;
+  // <<< exercise 5.3
 }
 
 tcclResult_t fdAccept(FdListener* l, int timeoutMs, int* fdOut, void* hello, size_t helloBytes,
                       pid_t* peerPid) {
+  // >>> exercise 5.3: a descriptor travels over a Unix socket
   *fdOut = -1;
   *peerPid = 0;
   pollfd p{l->fd, POLLIN, 0};
@@ -211,6 +214,7 @@ tcclResult_t fdAccept(FdListener* l, int timeoutMs, int* fdOut, void* hello, siz
   }
   *fdOut = fd;
   return tcclSuccess;
+  // <<< exercise 5.3
 }
 
 void fdClose(FdListener* l) {

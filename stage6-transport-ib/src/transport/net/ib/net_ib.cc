@@ -27,6 +27,8 @@ TCCL_PARAM(IbTc, "IB_TC", 0)
 
 namespace tccl {
 
+struct IbSendComm;  // (below; the handle keeps a half-made one)
+
 namespace {
 
 constexpr uint64_t kIbHandleMagic = 0x7cc11b0000000001ull;
@@ -42,7 +44,7 @@ struct IbNetHandle {
   uint64_t magic;
   uint64_t token;
   SocketAddress addr;     // the handshake socket
-  NetSendComm* pending;   // sender only: the comm whose handshake is under way
+  IbSendComm* pending;    // sender only: the comm whose handshake is under way
 };
 static_assert(sizeof(IbNetHandle) <= sizeof(NetHandle), "IB handle too large");
 
@@ -58,13 +60,16 @@ struct alignas(32) IbFifoEntry {
 
 }  // namespace
 
-struct NetMr {
+// This Net's objects derive from net.h's opaque handles under names of their own (see
+// socket/net_socket.cc: two Nets defining net.h's names broke the one-definition rule).
+struct IbMr : NetMr {
+  explicit IbMr(ibv_mr* m) : mr(m) {}
   ibv_mr* mr;
 };
 
 struct IbComm;
 
-struct NetRequest {
+struct IbRequest : NetRequest {
   IbComm* comm = nullptr;
   bool used = false;
   bool isRecv = false;
@@ -81,7 +86,7 @@ struct IbComm {
   std::string peerName;
   ibv_cq* cq = nullptr;
   ibv_qp* qp = nullptr;
-  NetRequest reqs[kIbMaxRequests];
+  IbRequest reqs[kIbMaxRequests];
   uint64_t posted = 0;  // messages (send) or receives (receive) made so far
   // The ready-to-receive FIFO. Sender: the entries the receiver writes. Receiver: the entries
   // it writes from (an RDMA write reads registered memory).
@@ -107,10 +112,10 @@ struct IbComm {
   }
 };
 
-struct NetSendComm : IbComm {};
-struct NetRecvComm : IbComm {};
+struct IbSendComm : NetSendComm, IbComm {};
+struct IbRecvComm : NetRecvComm, IbComm {};
 
-struct NetListenComm {
+struct IbListenComm : NetListenComm {
   Socket listener;
   uint64_t token = 0;
   int dev = 0;
@@ -236,10 +241,10 @@ tcclResult_t connectQp(IbComm& c, const IbQpInfo& peer) {
   return tcclSuccess;
 }
 
-NetRequest* newRequest(IbComm& c, bool isRecv) {
-  NetRequest& r = c.reqs[c.posted % kIbMaxRequests];
+IbRequest* newRequest(IbComm& c, bool isRecv) {
+  IbRequest& r = c.reqs[c.posted % kIbMaxRequests];
   if (r.used) return nullptr;
-  r = NetRequest{};
+  r = IbRequest{};
   r.comm = &c;
   r.used = true;
   r.isRecv = isRecv;
@@ -262,7 +267,7 @@ tcclResult_t pollCompletions(IbComm& c) {
   }
   for (int i = 0; i < n; i++) {
     const ibv_wc& wc = wcs[i];
-    NetRequest* r = reinterpret_cast<NetRequest*>(uintptr_t(wc.wr_id));
+    IbRequest* r = reinterpret_cast<IbRequest*>(uintptr_t(wc.wr_id));
     // A receiver keeps a ready-to-receive entry written for every free slot, at all times: a
     // sender that destroys its communicator leaves some of those writes without a QP to land
     // in, and they fail (status 12 after the retries, at once on the fake device). If the
@@ -340,7 +345,7 @@ tcclResult_t checkIbQpInfo(const IbQpInfo& info, uint64_t token, bool fromSender
 
 tcclResult_t IbNet::listen(int dev, NetHandle* handle, NetListenComm** listenComm) {
   TCCL_ARG_CHECK(dev >= 0 && dev < devices(), "NET/IB: no device %d", dev);
-  auto l = std::make_unique<NetListenComm>();
+  auto l = std::make_unique<IbListenComm>();
   SocketAddress addr;
   TCCL_CHECK(netListenAddress(&addr));
   addr.setPort(0);
@@ -368,7 +373,7 @@ tcclResult_t IbNet::connect(int dev, NetHandle* handle, NetSendComm** sendComm) 
   if (h.pending == nullptr) {
     // First call: our QP, then our half of the handshake. Never waits for the receiver: TCP
     // completes the connection from the listen backlog and the info fits the socket buffer.
-    auto c = std::make_unique<NetSendComm>();
+    auto c = std::make_unique<IbSendComm>();
     c->net = this;
     c->dev = &devs_[size_t(dev)];
     c->token = h.token;
@@ -384,7 +389,7 @@ tcclResult_t IbNet::connect(int dev, NetHandle* handle, NetSendComm** sendComm) 
     return tcclSuccess;  // the receiver's answer comes later: call again
   }
   // Later calls: the receiver's answer, as far as it has come.
-  NetSendComm* c = h.pending;
+  IbSendComm* c = h.pending;
   size_t n = 0;
   TCCL_CHECK(c->sock.tryRecv(reinterpret_cast<char*>(&c->reply) + c->replyGot,
                              sizeof(c->reply) - c->replyGot, &n));
@@ -392,7 +397,7 @@ tcclResult_t IbNet::connect(int dev, NetHandle* handle, NetSendComm** sendComm) 
   if (c->replyGot < sizeof(c->reply)) return tcclSuccess;
   h.pending = nullptr;
   memcpy(handle->bytes, &h, sizeof(h));
-  std::unique_ptr<NetSendComm> owned(c);
+  std::unique_ptr<IbSendComm> owned(c);
   TCCL_CHECK(checkIbQpInfo(c->reply, c->token, /*fromSender=*/false));
   TCCL_CHECK(connectQp(*c, c->reply));
   // Our QP takes packets now: tell the receiver, whose QP reached RTS before ours and which
@@ -420,7 +425,8 @@ void IbNet::abandonConnect(NetHandle* handle) {
   memcpy(handle->bytes, &h, sizeof(h));
 }
 
-tcclResult_t IbNet::accept(NetListenComm* l, NetRecvComm** recvComm) {
+tcclResult_t IbNet::accept(NetListenComm* listenComm, NetRecvComm** recvComm) {
+  auto* l = static_cast<IbListenComm*>(listenComm);
   *recvComm = nullptr;
   Deadline deadline = deadlineIn(bootstrapTimeoutSeconds());
   for (;;) {
@@ -432,7 +438,7 @@ tcclResult_t IbNet::accept(NetListenComm* l, NetRecvComm** recvComm) {
       TCCL_WARN("NET/IB: refused a connection from %s", s.peer().toString().c_str());
       continue;  // a stray or hostile connection: keep waiting for our sender
     }
-    auto c = std::make_unique<NetRecvComm>();
+    auto c = std::make_unique<IbRecvComm>();
     c->net = this;
     c->dev = &devs_[size_t(l->dev)];
     c->token = l->token;
@@ -459,7 +465,8 @@ tcclResult_t IbNet::regMr(NetSendComm* sendComm, NetRecvComm* recvComm, void* da
     TCCL_WARN("NET/IB: GPU memory is registered by dma-buf only (regMrDmaBuf)");
     return tcclInvalidUsage;
   }
-  IbComm& c = sendComm ? static_cast<IbComm&>(*sendComm) : static_cast<IbComm&>(*recvComm);
+  IbComm& c = sendComm ? static_cast<IbComm&>(*static_cast<IbSendComm*>(sendComm))
+                       : static_cast<IbComm&>(*static_cast<IbRecvComm*>(recvComm));
   ibv_mr* mr = api_.regMr(c.dev->pd, data, size, IBV_ACCESS_LOCAL_WRITE |
                                                      IBV_ACCESS_REMOTE_WRITE);
   if (mr == nullptr) {
@@ -467,14 +474,15 @@ tcclResult_t IbNet::regMr(NetSendComm* sendComm, NetRecvComm* recvComm, void* da
               "ulimit -l, large enough?)", size, strerror(errno));
     return tcclSystemError;
   }
-  *mhandle = new NetMr{mr};
+  *mhandle = new IbMr(mr);
   return tcclSuccess;
 }
 
 tcclResult_t IbNet::regMrDmaBuf(NetSendComm* sendComm, NetRecvComm* recvComm, void* data,
                                 size_t size, uint64_t offset, int fd, NetMr** mhandle) {
   *mhandle = nullptr;
-  IbComm& c = sendComm ? static_cast<IbComm&>(*sendComm) : static_cast<IbComm&>(*recvComm);
+  IbComm& c = sendComm ? static_cast<IbComm&>(*static_cast<IbSendComm*>(sendComm))
+                       : static_cast<IbComm&>(*static_cast<IbRecvComm*>(recvComm));
   if (!c.dev->dmabuf) {
     TCCL_WARN("NET/IB: %s cannot register GPU memory by dma-buf (its probe said no)",
               c.dev->name.c_str());
@@ -491,19 +499,21 @@ tcclResult_t IbNet::regMrDmaBuf(NetSendComm* sendComm, NetRecvComm* recvComm, vo
   }
   TCCL_INFO(kNet, "NET/IB: %zu bytes of GPU memory at %p registered by dma-buf (fd %d)", size,
             data, fd);
-  *mhandle = new NetMr{mr};
+  *mhandle = new IbMr(mr);
   return tcclSuccess;
 }
 
 tcclResult_t IbNet::deregMr(NetSendComm*, NetRecvComm*, NetMr* mhandle) {
   if (mhandle == nullptr) return tcclSuccess;
-  api_.deregMr(mhandle->mr);
-  delete mhandle;
+  auto* m = static_cast<IbMr*>(mhandle);
+  api_.deregMr(m->mr);
+  delete m;
   return tcclSuccess;
 }
 
-tcclResult_t IbNet::irecv(NetRecvComm* c, void* data, size_t size, NetMr* mhandle,
+tcclResult_t IbNet::irecv(NetRecvComm* comm, void* data, size_t size, NetMr* mhandle,
                           NetRequest** request) {
+  IbComm* c = static_cast<IbRecvComm*>(comm);
   *request = nullptr;
   TCCL_ARG_CHECK(size <= UINT32_MAX, "NET/IB: a receive of %zu bytes (at most 4 GiB - 1)", size);
   TCCL_ARG_CHECK(size == 0 || mhandle != nullptr, "NET/IB: a receive into unregistered memory");
@@ -516,7 +526,7 @@ tcclResult_t IbNet::irecv(NetRecvComm* c, void* data, size_t size, NetMr* mhandl
     if (n == 0) return tcclSuccess;
     c->peerReady = true;
   }
-  NetRequest* r = newRequest(*c, /*isRecv=*/true);
+  IbRequest* r = newRequest(*c, /*isRecv=*/true);
   if (r == nullptr) return tcclSuccess;  // kIbMaxRequests in flight: call again
   if (c->peerGone) {  // nothing more will come: the receive completes as closed
     r->closed = true;
@@ -538,7 +548,7 @@ tcclResult_t IbNet::irecv(NetRecvComm* c, void* data, size_t size, NetMr* mhandl
   // 2. The ready-to-receive entry, RDMA-written into the sender's FIFO slot for message k.
   IbFifoEntry& e = c->fifo[k % kIbMaxRequests];
   e.addr = reinterpret_cast<uintptr_t>(data);
-  e.rkey = size ? mhandle->mr->rkey : 0;
+  e.rkey = size ? static_cast<IbMr*>(mhandle)->mr->rkey : 0;
   e.size = uint32_t(size);
   e.seq = k + 1;
   ibv_sge sge{reinterpret_cast<uintptr_t>(&e), sizeof(e), c->fifoMr->lkey};
@@ -562,8 +572,9 @@ tcclResult_t IbNet::irecv(NetRecvComm* c, void* data, size_t size, NetMr* mhandl
   return tcclSuccess;
 }
 
-tcclResult_t IbNet::isend(NetSendComm* c, void* data, size_t size, NetMr* mhandle,
+tcclResult_t IbNet::isend(NetSendComm* comm, void* data, size_t size, NetMr* mhandle,
                           NetRequest** request) {
+  IbComm* c = static_cast<IbSendComm*>(comm);
   *request = nullptr;
   TCCL_ARG_CHECK(size <= UINT32_MAX, "NET/IB: a message of %zu bytes (at most 4 GiB - 1)", size);
   const uint64_t k = c->posted;
@@ -573,10 +584,11 @@ tcclResult_t IbNet::isend(NetSendComm* c, void* data, size_t size, NetMr* mhandl
   uint32_t bytes = 0;
   TCCL_CHECK(readFifoEntry(e, k, size, &ready, &bytes));
   if (!ready) return tcclSuccess;
-  NetRequest* r = newRequest(*c, /*isRecv=*/false);
+  IbRequest* r = newRequest(*c, /*isRecv=*/false);
   if (r == nullptr) return tcclSuccess;
   TCCL_ARG_CHECK(bytes == 0 || mhandle != nullptr, "NET/IB: a send from unregistered memory");
-  ibv_sge sge{reinterpret_cast<uintptr_t>(data), bytes, bytes ? mhandle->mr->lkey : 0};
+  ibv_sge sge{reinterpret_cast<uintptr_t>(data), bytes,
+              bytes ? static_cast<IbMr*>(mhandle)->mr->lkey : 0};
   ibv_send_wr wr{};
   wr.wr_id = reinterpret_cast<uintptr_t>(r);
   wr.sg_list = bytes ? &sge : nullptr;
@@ -598,7 +610,8 @@ tcclResult_t IbNet::isend(NetSendComm* c, void* data, size_t size, NetMr* mhandl
   return tcclSuccess;
 }
 
-tcclResult_t IbNet::test(NetRequest* r, bool* done, size_t* size) {
+tcclResult_t IbNet::test(NetRequest* request, bool* done, size_t* size) {
+  auto* r = static_cast<IbRequest*>(request);
   *done = false;
   IbComm& c = *r->comm;
   if (r->pending > 0) TCCL_CHECK(pollCompletions(c));
@@ -611,17 +624,17 @@ tcclResult_t IbNet::test(NetRequest* r, bool* done, size_t* size) {
 }
 
 tcclResult_t IbNet::closeSend(NetSendComm* comm) {
-  delete comm;  // the QP, the CQ, the FIFO's MR; the socket closes: the receiver sees it
+  delete static_cast<IbSendComm*>(comm);  // the QP, the CQ, the FIFO's MR; the socket closes: the receiver sees it
   return tcclSuccess;
 }
 
 tcclResult_t IbNet::closeRecv(NetRecvComm* comm) {
-  delete comm;
+  delete static_cast<IbRecvComm*>(comm);
   return tcclSuccess;
 }
 
 tcclResult_t IbNet::closeListen(NetListenComm* comm) {
-  delete comm;
+  delete static_cast<IbListenComm*>(comm);
   return tcclSuccess;
 }
 

@@ -83,9 +83,12 @@ tcclResult_t netListenAddress(SocketAddress* out) {
 
 // ---- The Net's objects ------------------------------------------------------------------------
 
+// This Net's objects derive from net.h's opaque handles under names of their own: two Nets
+// defining net.h's names themselves, with different layouts, broke the one-definition rule
+// (at -Og one std::make_unique<NetSendComm> served both, and IbNet::connect built a socket's).
 struct SocketConn;
 
-struct NetRequest {
+struct SockRequest : NetRequest {
   SocketConn* conn = nullptr;
   bool used = false;
   bool complete = false;
@@ -103,15 +106,15 @@ struct SocketConn {
   bool isSend = false;
   Socket socks[kMaxSocketsPerConn];
   int nsocks = 1;
-  NetRequest reqs[kMaxRequests];
+  SockRequest reqs[kMaxRequests];
   uint64_t posted = 0;  // requests made
   uint64_t worked = 0;  // requests complete (all of [0, worked) are)
 };
 
-struct NetSendComm : SocketConn {};
-struct NetRecvComm : SocketConn {};
+struct SockSendComm : NetSendComm, SocketConn {};
+struct SockRecvComm : NetRecvComm, SocketConn {};
 
-struct NetListenComm {
+struct SockListenComm : NetListenComm {
   Socket listener;
   uint64_t token = 0;
   int nsocks = 1;
@@ -122,7 +125,7 @@ namespace {
 /// Moves request `r` (a send) on: the 8-byte size header and socket 0's part in one gathered
 /// send (under TCP_NODELAY a header sent alone would be a segment of its own, and would wake
 /// the receiver for 8 bytes, on every message), then the other sockets' parts.
-tcclResult_t progressSend(SocketConn& c, NetRequest& r, bool* complete) {
+tcclResult_t progressSend(SocketConn& c, SockRequest& r, bool* complete) {
   *complete = false;
   const int64_t size = r.header;
   if (r.headerDone < sizeof(r.header)) {
@@ -155,7 +158,7 @@ tcclResult_t progressSend(SocketConn& c, NetRequest& r, bool* complete) {
 /// Moves request `r` (a receive) on: the header from socket 0 (checked before any byte moves
 /// to memory), then each socket's part, into the posted buffer or, for a message larger than
 /// it, nowhere.
-tcclResult_t progressRecv(SocketConn& c, NetRequest& r, bool* complete) {
+tcclResult_t progressRecv(SocketConn& c, SockRequest& r, bool* complete) {
   *complete = false;
   if (r.headerDone < sizeof(r.header)) {
     size_t n = 0;
@@ -201,7 +204,7 @@ tcclResult_t progressRecv(SocketConn& c, NetRequest& r, bool* complete) {
 /// Works on the connection's requests in order, as far as they go without blocking.
 tcclResult_t progressConn(SocketConn& c) {
   while (c.worked < c.posted) {
-    NetRequest& r = c.reqs[c.worked % kMaxRequests];
+    SockRequest& r = c.reqs[c.worked % kMaxRequests];
     bool complete = false;
     TCCL_CHECK(c.isSend ? progressSend(c, r, &complete) : progressRecv(c, r, &complete));
     if (!complete) break;
@@ -212,10 +215,10 @@ tcclResult_t progressConn(SocketConn& c) {
 }
 
 /// A free request at the end of the connection's queue, or null when all are in flight.
-NetRequest* newRequest(SocketConn& c) {
-  NetRequest& r = c.reqs[c.posted % kMaxRequests];
+SockRequest* newRequest(SocketConn& c) {
+  SockRequest& r = c.reqs[c.posted % kMaxRequests];
   if (r.used) return nullptr;
-  r = NetRequest{};
+  r = SockRequest{};
   r.conn = &c;
   r.used = true;
   c.posted++;
@@ -254,7 +257,7 @@ tcclResult_t SocketNet::getProperties(int dev, NetProperties* props) const {
 
 tcclResult_t SocketNet::listen(int dev, NetHandle* handle, NetListenComm** listenComm) {
   TCCL_ARG_CHECK(dev == 0, "NET/Socket: no device %d", dev);
-  auto l = std::make_unique<NetListenComm>();
+  auto l = std::make_unique<SockListenComm>();
   SocketAddress addr;
   TCCL_CHECK(netListenAddress(&addr));
   addr.setPort(0);  // any free port
@@ -276,7 +279,7 @@ tcclResult_t SocketNet::connect(int dev, NetHandle* handle, NetSendComm** sendCo
   SocketNetHandle h;
   memcpy(&h, handle->bytes, sizeof(h));
   TCCL_CHECK(checkSocketNetHandle(h));
-  auto c = std::make_unique<NetSendComm>();
+  auto c = std::make_unique<SockSendComm>();
   c->isSend = true;
   c->nsocks = h.nsocks;
   // Never waits for the receiver: TCP completes the connection from the listen backlog, and
@@ -296,9 +299,10 @@ tcclResult_t SocketNet::connect(int dev, NetHandle* handle, NetSendComm** sendCo
   return tcclSuccess;
 }
 
-tcclResult_t SocketNet::accept(NetListenComm* l, NetRecvComm** recvComm) {
+tcclResult_t SocketNet::accept(NetListenComm* listenComm, NetRecvComm** recvComm) {
   *recvComm = nullptr;
-  auto c = std::make_unique<NetRecvComm>();
+  auto* l = static_cast<SockListenComm*>(listenComm);
+  auto c = std::make_unique<SockRecvComm>();
   c->nsocks = l->nsocks;
   // The sender connected before anyone accepts (connect above), so this waits only for a
   // slow peer, at most the bootstrap timeout.
@@ -341,17 +345,18 @@ tcclResult_t SocketNet::regMr(NetSendComm*, NetRecvComm*, void*, size_t, NetMemT
 
 tcclResult_t SocketNet::isend(NetSendComm* comm, void* data, size_t size, NetMr*,
                               NetRequest** request) {
-  NetRequest* r = newRequest(*comm);
+  SocketConn& c = *static_cast<SockSendComm*>(comm);
+  SockRequest* r = newRequest(c);
   *request = r;
   if (r == nullptr) return tcclSuccess;  // all in flight: call again
   r->data = static_cast<char*>(data);
   r->capacity = r->header = int64_t(size);
-  return progressConn(*comm);  // the bytes go out now if the socket takes them
+  return progressConn(c);  // the bytes go out now if the socket takes them
 }
 
 tcclResult_t SocketNet::irecv(NetRecvComm* comm, void* data, size_t size, NetMr*,
                               NetRequest** request) {
-  NetRequest* r = newRequest(*comm);
+  SockRequest* r = newRequest(*static_cast<SockRecvComm*>(comm));
   *request = r;
   if (r == nullptr) return tcclSuccess;
   r->data = static_cast<char*>(data);
@@ -359,7 +364,8 @@ tcclResult_t SocketNet::irecv(NetRecvComm* comm, void* data, size_t size, NetMr*
   return tcclSuccess;  // read in test(): the caller tests right away when it wants the bytes
 }
 
-tcclResult_t SocketNet::test(NetRequest* r, bool* done, size_t* size) {
+tcclResult_t SocketNet::test(NetRequest* request, bool* done, size_t* size) {
+  auto* r = static_cast<SockRequest*>(request);
   *done = false;
   if (!r->complete) TCCL_CHECK(progressConn(*r->conn));
   if (!r->complete) return tcclSuccess;
@@ -370,28 +376,30 @@ tcclResult_t SocketNet::test(NetRequest* r, bool* done, size_t* size) {
 }
 
 tcclResult_t SocketNet::closeSend(NetSendComm* comm) {
-  delete comm;  // closes the sockets: the receiver sees a clean close between messages
+  delete static_cast<SockSendComm*>(comm);  // closes the sockets: the receiver sees a clean close between messages
   return tcclSuccess;
 }
 
 tcclResult_t SocketNet::closeRecv(NetRecvComm* comm) {
-  delete comm;
+  delete static_cast<SockRecvComm*>(comm);
   return tcclSuccess;
 }
 
 tcclResult_t SocketNet::closeListen(NetListenComm* comm) {
-  delete comm;
+  delete static_cast<SockListenComm*>(comm);
   return tcclSuccess;
 }
 
 int SocketNet::pollFd(const NetSendComm* sendComm, const NetRecvComm* recvComm,
                       short* events) const {
-  const SocketConn& c = sendComm ? static_cast<const SocketConn&>(*sendComm)
-                                 : static_cast<const SocketConn&>(*recvComm);
+  const SocketConn& c = sendComm ? static_cast<const SocketConn&>(
+                                     *static_cast<const SockSendComm*>(sendComm))
+                                 : static_cast<const SocketConn&>(
+                                     *static_cast<const SockRecvComm*>(recvComm));
   if (c.worked == c.posted) return -1;  // nothing in flight: nothing to wait for here
   // The oldest request is stuck (the others wait behind it): sleep on the socket that owes
   // bytes -- socket 0 for the header.
-  const NetRequest& r = c.reqs[c.worked % kMaxRequests];
+  const SockRequest& r = c.reqs[c.worked % kMaxRequests];
   *events = c.isSend ? POLLOUT : POLLIN;
   if (r.headerDone < sizeof(r.header)) return c.socks[0].fd();
   for (int i = 0; i < c.nsocks; i++) {
