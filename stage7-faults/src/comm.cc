@@ -180,16 +180,15 @@ void commRegister(tcclComm* comm) {
   registry.insert(comm);
 }
 
-/// Waits until every call and job inside the communicator has left it (stage 7). After an
-/// abort they leave at once (every wait checks the flag); a destroy racing a call of another
-/// thread waits for it (the watchdog bounds that wait).
-static void waitUnused(tcclComm* comm) {
+// Stage 7 (comm.h). A destroy racing a call of another thread waits for it; the watchdog
+// bounds that wait.
+void commWaitUses(tcclComm* comm, int keep) {
   auto said = Clock::now();
-  while (comm->users.load() > 0) {
+  while (comm->users.load() > keep) {
     comm->progress.notify();  // host waiters asleep on the signal look at the flag again
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (Clock::now() - said > std::chrono::seconds(10)) {
-      TCCL_WARN("freeing the communicator waits for %d call(s) still inside it",
+      TCCL_WARN("the communicator waits for %d call(s) of other threads still inside it",
                 comm->users.load());
       said = Clock::now();
     }
@@ -379,7 +378,7 @@ tcclResult_t commFree(tcclComm* comm, bool abort) {
   if (abort) comm->interrupts.fetch_add(1);
   // Stage 7: calls of other threads and non-blocking jobs leave first (they use everything
   // below), then the watchdog stops (it reads what is freed below).
-  waitUnused(comm);
+  commWaitUses(comm, 0);
   comm->watchdog.reset();
   // Kernels read the FIFOs and flags: they must be done before anything is freed.
   if (comm->haveLaunched) eventSynchronize(comm->lastLaunch);

@@ -200,6 +200,9 @@ tcclResult_t commFree(tcclComm* comm, bool abort);
 /// without touching the memory it points to.
 bool commIsLive(const tcclComm* comm);
 tcclResult_t commCheck(const tcclComm* comm, const char* call);
+/// Stage 7: a tcclConfig_t checked as tcclCommInitRankConfig checks it (NULL is fine), for
+/// every call that takes one (init.cc; split and shrink too).
+tcclResult_t commCheckConfig(const char* call, const tcclConfig_t* config);
 /// Stage 7: commCheck, and no non-blocking job of the communicator is still running
 /// (tcclInvalidArgument, as NCCL's ncclCommEnsureReady).
 tcclResult_t commCheckIdle(const tcclComm* comm, const char* call);
@@ -226,6 +229,10 @@ void commRegister(tcclComm* comm);
 /// Stage 7: waits for the last launch and lets the proxy put every step on the wire: what
 /// tcclCommFinalize does, and tcclCommDestroy when nobody did.
 tcclResult_t commFlush(tcclComm* comm);
+/// Stage 7: waits until at most `keep` uses of the communicator are left (the caller's own):
+/// calls of other threads and jobs leave it (after an abort at once: every wait checks the
+/// flag; otherwise bounded by the watchdog).
+void commWaitUses(tcclComm* comm, int keep);
 /// Stage 7: tcclCommRevoke's work (comm_finalize.cc): stops every operation in flight and
 /// waits until it has; the caller holds one use of the communicator.
 tcclResult_t commRevokeNow(tcclComm* comm);

@@ -22,9 +22,6 @@
  * NCCL counterpart: src/init.cc (ncclCommFinalize, commDestroySync), ncclCommRevoke (2.29).
  * Added in: stage 7.
  */
-#include <chrono>
-#include <thread>
-
 #include "async_job.h"
 #include "comm.h"
 #include "group.h"
@@ -41,10 +38,7 @@ tcclResult_t commRevokeNow(tcclComm* comm) {
   comm->progress.notify();
   // Calls of other threads and other jobs leave (ours is the one use left), then kernels
   // (they read FIFOs and flags: the communicator must stay whole until they have exited).
-  while (comm->users.load() > 1) {
-    comm->progress.notify();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  commWaitUses(comm, 1);
   if (comm->haveLaunched) TCCL_CHECK(eventSynchronize(comm->lastLaunch));
   TCCL_INFO(kInit, "comm %p rank %d revoked: its operations stopped", (void*)comm, comm->rank);
   return tcclSuccess;

@@ -106,19 +106,11 @@ tcclResult_t shrinkWork(tcclComm* parent, std::vector<int> survivors, bool abort
   // <<< exercise 7.2
 }
 
-/// The child's configuration (NULL: the parent's), checked like tcclCommInitRankConfig's.
+/// The child's configuration (NULL: the parent's), checked as an init's is.
 tcclResult_t childConfig(const char* call, const tcclComm* parent, const tcclConfig_t* config,
                          tcclConfig_t* out) {
-  if (config == nullptr) {
-    *out = parent->config;
-    return tcclSuccess;
-  }
-  TCCL_ARG_CHECK(config->magic == TCCL_CONFIG_MAGIC && config->size == sizeof(tcclConfig_t),
-                 "%s: config was not initialised with TCCL_CONFIG_INITIALIZER", call);
-  TCCL_ARG_CHECK(config->blocking == TCCL_CONFIG_UNDEF_INT || config->blocking == 0 ||
-                     config->blocking == 1,
-                 "%s: config blocking = %d (it must be 0 or 1)", call, config->blocking);
-  *out = *config;
+  TCCL_CHECK(commCheckConfig(call, config));
+  *out = config != nullptr ? *config : parent->config;
   return tcclSuccess;
 }
 

@@ -23,21 +23,25 @@
 
 using namespace tccl;
 
-namespace {
+namespace tccl {
 
-tcclResult_t checkConfig(const tcclConfig_t* config) {
+tcclResult_t commCheckConfig(const char* call, const tcclConfig_t* config) {
   if (config == nullptr) return tcclSuccess;
   TCCL_ARG_CHECK(config->magic == TCCL_CONFIG_MAGIC,
-                 "tcclCommInitRankConfig: config was not initialised with TCCL_CONFIG_INITIALIZER");
-  TCCL_ARG_CHECK(config->size == sizeof(tcclConfig_t),
-                 "tcclCommInitRankConfig: config size %zu, expected %zu", config->size,
-                 sizeof(tcclConfig_t));
+                 "%s: config was not initialised with TCCL_CONFIG_INITIALIZER", call);
+  TCCL_ARG_CHECK(config->size == sizeof(tcclConfig_t), "%s: config size %zu, expected %zu", call,
+                 config->size, sizeof(tcclConfig_t));
   // Stage 7: non-blocking communicators (async_job.h).
   TCCL_ARG_CHECK(config->blocking == TCCL_CONFIG_UNDEF_INT || config->blocking == 0 ||
                      config->blocking == 1,
-                 "tcclCommInitRankConfig: blocking = %d (it must be 0 or 1)", config->blocking);
+                 "%s: blocking = %d (it must be 0 or 1)", call, config->blocking);
   return tcclSuccess;
 }
+
+}  // namespace tccl
+
+namespace {
+
 
 tcclResult_t initRank(tcclComm_t* comm, int nranks, const tcclUniqueId& id, int rank,
                       const tcclConfig_t* config) {
@@ -46,7 +50,7 @@ tcclResult_t initRank(tcclComm_t* comm, int nranks, const tcclUniqueId& id, int 
   TCCL_ARG_CHECK(nranks >= 1, "tcclCommInitRank: nranks %d must be at least 1", nranks);
   TCCL_ARG_CHECK(rank >= 0 && rank < nranks, "tcclCommInitRank: rank %d out of range [0, %d)",
                  rank, nranks);
-  TCCL_CHECK(checkConfig(config));
+  TCCL_CHECK(commCheckConfig("tcclCommInitRankConfig", config));
   if (config == nullptr || config->blocking != 0) {
     return commCreate(id.internal, nranks, rank, config, comm);
   }
