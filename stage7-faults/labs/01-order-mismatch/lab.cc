@@ -88,13 +88,5 @@ int main() {
     if (!lab::ok(l, r, kNames[ops[i]])) good = false;
   }
   if (good) lab::say(l, "training finished: %zu collectives", ops.size());
-  tcclCommDumpFlightRecorder(l.comm, nullptr);
-  // A failed communicator is aborted (its operations may still wait on peers), a good one
-  // destroyed.
-  if (good) {
-    tcclCommDestroy(l.comm);
-  } else {
-    tcclCommAbort(l.comm);
-  }
-  return good ? 0 : 1;
+  return lab::finish(l, good);
 }

@@ -148,13 +148,5 @@ int main() {
     }
   }
   if (good) lab::say(l, "training finished: %zu collectives", calls.size());
-  tcclCommDumpFlightRecorder(l.comm, nullptr);
-  // A failed communicator is aborted (its operations may still wait on peers), a good one
-  // destroyed.
-  if (good) {
-    tcclCommDestroy(l.comm);
-  } else {
-    tcclCommAbort(l.comm);
-  }
-  return good ? 0 : 1;
+  return lab::finish(l, good);
 }

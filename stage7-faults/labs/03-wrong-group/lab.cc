@@ -98,13 +98,6 @@ int main() {
   // A failed rank aborts its communicators, as a job that stops does; a good one destroys
   // them. (Nothing waits on a peer here either way: the split's communicators are
   // consistent, so every collective completed.)
-  for (tcclComm_t c : {sub, l.comm}) {
-    if (c == nullptr) continue;
-    if (good) {
-      tcclCommDestroy(c);
-    } else {
-      tcclCommAbort(c);
-    }
-  }
+  for (tcclComm_t c : {sub, l.comm}) lab::end(c, good);
   return good ? 0 : 1;
 }

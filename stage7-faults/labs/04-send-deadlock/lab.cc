@@ -86,13 +86,5 @@ int main() {
     }
   }
   if (good) lab::say(l, "warm-up finished: %d stages", kStages);
-  tcclCommDumpFlightRecorder(l.comm, nullptr);
-  // A failed communicator is aborted (its operations may still wait on the partner), a good
-  // one destroyed.
-  if (good) {
-    tcclCommDestroy(l.comm);
-  } else {
-    tcclCommAbort(l.comm);
-  }
-  return good ? 0 : 1;
+  return lab::finish(l, good);
 }

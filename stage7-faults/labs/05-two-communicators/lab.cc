@@ -132,13 +132,6 @@ int main() {
   }
   // Failed communicators are aborted (their operations may still wait on peers), good ones
   // destroyed; the two split off the world go first.
-  for (tcclComm_t c : {tp.comm, dp.comm, l.comm}) {
-    if (c == nullptr) continue;
-    if (good) {
-      tcclCommDestroy(c);
-    } else {
-      tcclCommAbort(c);
-    }
-  }
+  for (tcclComm_t c : {tp.comm, dp.comm, l.comm}) lab::end(c, good);
   return good ? 0 : 1;
 }

@@ -89,12 +89,5 @@ int main() {
     if (good) lab::say(l, "step %d: loss %g", s, double(loss) / l.nranks);
   }
   if (good) lab::say(l, "training finished: %d steps", kSteps);
-  tcclCommDumpFlightRecorder(l.comm, nullptr);
-  // A failed communicator is aborted (its peers may still wait on it), a good one destroyed.
-  if (good) {
-    tcclCommDestroy(l.comm);
-  } else {
-    tcclCommAbort(l.comm);
-  }
-  return good ? 0 : 1;
+  return lab::finish(l, good);
 }

@@ -109,13 +109,7 @@ int main() {
   }
   if (good && sums) lab::say(l, "training finished: %d steps", kSteps);
   tcclCommDumpFlightRecorder(nb, nullptr);
-  // A failed communicator is aborted (a job may still wait on peers), a good one destroyed.
-  if (good) {
-    tcclCommDestroy(nb);
-    tcclCommDestroy(l.comm);
-  } else {
-    tcclCommAbort(nb);
-    tcclCommAbort(l.comm);
-  }
+  lab::end(nb, good);
+  lab::end(l.comm, good);
   return good && sums ? 0 : 1;
 }

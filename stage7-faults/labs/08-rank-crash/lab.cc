@@ -154,12 +154,6 @@ int main() {
         std::string(prefix ? prefix : "fr_") + "shrunk_" + std::to_string(newRank);
     tcclCommDumpFlightRecorder(comm, path.c_str());
   }
-  // A failed communicator is aborted (its operations may still wait on peers), a good one
-  // destroyed.
-  if (good) {
-    tcclCommDestroy(comm);
-  } else {
-    tcclCommAbort(comm);
-  }
+  lab::end(comm, good);
   return good ? 0 : 1;
 }

@@ -115,12 +115,5 @@ int main() {
   // read). A rank that failed another way (a peer on its own node aborted and closed their
   // connection) has no dump yet, and writes it here.
   if (good || !watchdogDumped(l)) tcclCommDumpFlightRecorder(l.comm, nullptr);
-  // A failed communicator is aborted (its operations still wait on the other node), a good
-  // one destroyed.
-  if (good) {
-    tcclCommDestroy(l.comm);
-  } else {
-    tcclCommAbort(l.comm);
-  }
-  return good ? 0 : 1;
+  return lab::finish(l, good, /*dump=*/false);
 }

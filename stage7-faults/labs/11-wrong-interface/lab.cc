@@ -38,11 +38,5 @@ int main() {
     }
   }
   if (good) lab::say(l, "training finished: 5 steps");
-  tcclCommDumpFlightRecorder(l.comm, nullptr);
-  if (good) {
-    tcclCommDestroy(l.comm);
-  } else {
-    tcclCommAbort(l.comm);
-  }
-  return good ? 0 : 1;
+  return lab::finish(l, good);
 }

@@ -50,11 +50,5 @@ int main() {
     }
   }
   if (good) lab::say(l, "training finished: 4 steps");
-  tcclCommDumpFlightRecorder(l.comm, nullptr);
-  if (good) {
-    tcclCommDestroy(l.comm);
-  } else {
-    tcclCommAbort(l.comm);
-  }
-  return good ? 0 : 1;
+  return lab::finish(l, good);
 }

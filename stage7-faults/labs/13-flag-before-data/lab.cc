@@ -348,11 +348,5 @@ int main() {
     lab::say(l, "FIFO all-gather: %d iterations, every block equal to tcclAllGather's", kIters);
   }
   munmap(seg, segmentBytes(n));
-  tcclCommDumpFlightRecorder(l.comm, nullptr);
-  if (good) {
-    tcclCommDestroy(l.comm);
-  } else {
-    tcclCommAbort(l.comm);
-  }
-  return good ? 0 : 1;
+  return lab::finish(l, good);
 }

@@ -315,11 +315,7 @@ int main() {
   }
   tcclCommDumpFlightRecorder(l.comm, nullptr);
   if (stuck) return 1;  // (the process's end takes the GPU context, kernels and all)
-  if (good) {
-    tcclCommDestroy(l.comm);
-  } else {
-    tcclCommAbort(l.comm);
-  }
+  lab::end(l.comm, good);
   if (exec != nullptr) cudaGraphExecDestroy(exec);
   for (float* p : st.bucket) cudaFree(p);
   cudaFree(st.flag);

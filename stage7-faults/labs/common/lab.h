@@ -93,6 +93,25 @@ inline bool ok(const Lab& l, tcclResult_t r, const char* what) {
   return false;
 }
 
+/// A communicator's end as a careful program has it: destroyed when all went well, aborted
+/// otherwise (its operations may still wait on peers that will not come). Null is skipped.
+inline void end(tcclComm_t comm, bool good) {
+  if (comm == nullptr) return;
+  if (good) {
+    tcclCommDestroy(comm);
+  } else {
+    tcclCommAbort(comm);
+  }
+}
+
+/// The program's end: the world communicator's flight recorder written (TCCL_FR_DUMP, which
+/// tools/lab sets, unless `dump` is false), the communicator ended; the exit code.
+inline int finish(const Lab& l, bool good, bool dump = true) {
+  if (dump) tcclCommDumpFlightRecorder(l.comm, nullptr);
+  end(l.comm, good);
+  return good ? 0 : 1;
+}
+
 }  // namespace lab
 
 #endif  // TCCL_LAB_H_
