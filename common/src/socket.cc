@@ -277,7 +277,9 @@ tcclResult_t Socket::tryRecv(void* data, size_t size, size_t* done) {
     // payload behind a header, the next header) then costs no system call of its own.
     aheadBegin_ = aheadEnd_ = 0;
     tcclResult_t rc = recvSome(ahead_.get(), aheadCap_, &aheadEnd_);
-    if (rc != tcclSuccess) return rc;
+    // Nothing there: asking again for fewer bytes would only repeat the system call (and a
+    // waiter polls this in a loop).
+    if (rc != tcclSuccess || aheadEnd_ == 0) return rc;
   }
   if (readAheadBytes() > 0) {
     // Only what was read ahead, even when more is wanted: a short read sends the caller to
@@ -308,6 +310,11 @@ tcclResult_t Socket::setNonBlocking(bool on) {
   flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
   TCCL_SYS_CHECK(fcntl(fd_, F_SETFL, flags), "fcntl(F_SETFL)");
   return tcclSuccess;
+}
+
+void Socket::delayAcks() {
+  int zero = 0;
+  setsockopt(fd_, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof(zero));  // a hint: failure is harmless
 }
 
 void Socket::tuneForData(int bufferBytes) {

@@ -166,6 +166,12 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   cudaBusId(comm->cudaDev, me.busId, sizeof(me.busId));
   TCCL_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   TCCL_CHECK(checkPeers(comm));
+  // Stage 3: more ranks on this host than it has cores, and host waiters yield at once
+  // (host_backend.h, spinPolls). (The host's cores, not this process's affinity: a rank bound
+  // to one core is not oversubscribed for that.)
+  int local = 0;
+  for (const PeerInfo& p : comm->peers) local += p.hostHash == me.hostHash ? 1 : 0;
+  comm->oversubscribed = local > int(sysconf(_SC_NPROCESSORS_ONLN));
   TCCL_CHECK(tuningCheckPeers(comm));  // stage 3: every rank chooses algorithms alike
   // Step 3: failure state, in memory a kernel can read when we have a GPU.
   const bool mapped = comm->cudaDev >= 0;

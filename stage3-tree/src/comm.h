@@ -76,6 +76,7 @@ struct tcclComm {
   int nranks = 0;
   int cudaDev = -1;       // -1: host buffers only
   std::string name;       // config commName, for logs
+  bool oversubscribed = false;  // stage 3: more ranks on this host than cores (host_backend.h)
   int minChannels = 0;    // config minCTAs / maxCTAs (0: unset); bound the channels per call
   int maxChannels = 0;
   std::unique_ptr<tccl::Bootstrap> bootstrap;

@@ -59,10 +59,14 @@ void Proxy::kick() {
   }
 }
 
-bool Proxy::tryProgress() {
+bool Proxy::tryProgress() { return tryPass(false); }
+
+bool Proxy::trySendProgress() { return tryPass(/*sendsOnly=*/true); }
+
+bool Proxy::tryPass(bool sendsOnly) {
   std::unique_lock<std::mutex> lock(progressMutex_, std::try_to_lock);
   if (!lock.owns_lock()) return false;  // someone is progressing right now: good enough
-  bool did = progressOnce();
+  bool did = progressOnce(sendsOnly);
   lock.unlock();
   if (did) comm_->progress.notify();  // wake executors waiting on what we moved
   return did;
@@ -123,7 +127,7 @@ void Proxy::parkWhileHostRuns() {
                    [this] { return stop_.load() || hostBatches_.load() == 0; });
 }
 
-bool Proxy::progressOnce() {
+bool Proxy::progressOnce(bool sendsOnly) {
   if (havePending_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(mutex_);
     conns_.insert(conns_.end(), pending_.begin(), pending_.end());
@@ -132,6 +136,7 @@ bool Proxy::progressOnce() {
   }
   bool didWork = false;
   for (Connector* c : conns_) {
+    if (sendsOnly && !c->isSend) continue;
     tcclResult_t res = c->transportComm->progress(*comm_, *c, &didWork);
     if (res != tcclSuccess) {
       // The connection is broken (peer died, protocol violation). Record it on the

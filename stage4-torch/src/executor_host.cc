@@ -81,6 +81,7 @@ HostBackend hostBackend(tcclComm* comm) {
   static NoProxy noProxy;
   Kickable* proxy = comm->proxy.get();
   HostBackend be{comm->abortFlag, &comm->progress, proxy ? proxy : &noProxy};
+  if (comm->oversubscribed) be.spinPolls = 0;  // stage 3 (host_backend.h)
   if (comm->tracePid >= 0) {
     be.traceSink = &traceRecordEmit;
     be.tracePid = comm->tracePid;
@@ -119,12 +120,22 @@ tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<
 
 namespace {
 
-/// Runs every item of the batch on this thread, one fiber per item (fiber.h). A fiber whose
-/// item must wait yields; after a round in which no item got past a wait, this thread runs
-/// progress passes, yields the core a few times, and finally sleeps where the bytes arrive
-/// (the engine's poll(), proxy.h) -- the ladder a pool thread climbs in waitAtLeast.
+/// Runs every item of the batch on this thread, one fiber per item (fiber.h; stage 3: a lone
+/// item runs without one). A fiber whose item must wait yields; after a round in which no
+/// item got past a wait, this thread runs progress passes, yields the core a few times, and
+/// finally sleeps where the bytes arrive (the engine's poll(), proxy.h) -- the ladder a pool
+/// thread climbs in waitAtLeast.
 tcclResult_t runItemsAsFibers(tcclComm* comm, const WorkBatch& batch,
                               std::vector<uint32_t>& status) {
+  if (batch.nItems == 1) {
+    // Stage 3: one item has nobody to yield to: it runs on this thread as a worker would
+    // (waiting by the spin-yield-sleep ladder of waitAtLeast). A fiber switch costs a system
+    // call (swapcontext saves the signal mask), two per call at least: on the 2-core CI
+    // machine that was half a microsecond of an 8-byte all-reduce at 2 ranks.
+    HostBackend be = itemBackend(comm, hostBackend(comm), kTraceTidFiber, "fiber", 0);
+    status[0] = runWorkItem(be, batch, 0);
+    return tcclSuccess;
+  }
   auto& fibers = comm->fibers;
   while (int(fibers.size()) < batch.nItems) fibers.push_back(std::make_unique<Fiber>());
   uint64_t ticks = 0;  // waits passed and progress passes that moved something
@@ -153,7 +164,7 @@ tcclResult_t runItemsAsFibers(tcclComm* comm, const WorkBatch& batch,
       idle = 0;  // something moved: give every item another turn at once
       continue;
     }
-    if (++idle < 64) {
+    if (++idle < kYieldPolls) {
       // A reply usually comes within microseconds: look again soon, but give the core away
       // first if another process wants it (MPI does the same when ranks outnumber cores; a
       // pure spin here made 4 ranks on 2 cores 1.5x slower).

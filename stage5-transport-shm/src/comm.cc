@@ -204,7 +204,7 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
     }
     comm->ranksPerGpu = std::max(comm->ranksPerGpu, same);
   }
-  // Stage 5: more ranks on this host than it has cores, and host waiters yield at once
+  // Stage 3: more ranks on this host than it has cores, and host waiters yield at once
   // (host_backend.h, spinPolls). (The host's cores, not this process's affinity: a rank bound
   // to one core is not oversubscribed for that.)
   int local = 0;

@@ -48,9 +48,13 @@ struct AlgoCost {
 
 // The measured constants: tools/bench/tune.sh prints these rows (a least-squares fit, in
 // relative error, of tccl_perf all-reduce times with each algorithm forced; 8 B to 16 MiB).
-//   host:   2026-11-25, "vm": the 2-core CI-class VM (Debian 12, loopback TCP), host buffers,
-//           2, 4 and 5 ranks, medians of 5 (4 and 5 oversubscribe the 2 cores: their hops
-//           cost more, which no single `hop` fits well; median error 28-50%)
+//   host:   2026-11-26, "vm": the 2-core CI-class VM (Debian 12, loopback TCP), host buffers,
+//           2, 4 and 5 ranks, medians of 5, after the latency work (one send and one receive
+//           system call per small step, a lone item without a fiber, waiters that yield when
+//           ranks outnumber cores). 4 and 5 ranks oversubscribe the 2 cores: their hops cost
+//           two to three times a 2-rank hop, which no single `hop` fits well (median error
+//           38-53%; the fit's choices are within 10% of the best algorithm at 29 of the 33
+//           measured points, and within 1.5x at all)
 //   device: 2026-11-25, "vm": the H100 machine (16 cores), one GPU shared by 2 and 3 ranks
 //           under MPS, device buffers over the socket transport and the proxy (stage 5 brings
 //           the GPU transports), 8 B to 2 MiB, medians of 2; median error 4-10%
@@ -67,7 +71,7 @@ struct AlgoCost {
 // ranks, 8 B to 16 MiB; median errors 6% (ring), 10% (tree), 8% (recursive doubling).
 constexpr AlgoCost kCost[2][kNumAlgos] = {
     // host: ring, tree, recdoubling
-    {{0.0, 33.4, 0.789}, {0.0, 53.0, 0.911}, {0.0, 64.6, 0.673}},
+    {{0.0, 13.7, 4.692}, {0.0, 15.2, 4.353}, {0.0, 16.7, 4.139}},
     // device: ring, tree, recdoubling
     {{8.7, 5.0, 221.4}, {9.6, 5.4, 45.1}, {6.2, 7.3, 19.9}},
 };

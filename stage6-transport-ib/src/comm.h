@@ -83,10 +83,10 @@ struct tcclComm {
   int nranks = 0;
   int cudaDev = -1;       // -1: host buffers only
   std::string name;       // config commName, for logs
+  bool oversubscribed = false;  // stage 3: more ranks on this host than cores (host_backend.h)
   int deviceChannels = 0;  // stage 5: the device-buffer channel bound (plan_ring.cc; 0: not yet)
   int ranksPerGpu = 1;     // stage 5: the most ranks of this communicator sharing one GPU
   int residentBlocks = 0;  // stage 5: kernel blocks this rank's GPU holds at once (kernel.cu)
-  bool oversubscribed = false;  // stage 5: more ranks on this host than cores (host_backend.h)
   int minChannels = 0;    // config minCTAs / maxCTAs (0: unset); bound the channels per call
   int maxChannels = 0;
   std::unique_ptr<tccl::Bootstrap> bootstrap;

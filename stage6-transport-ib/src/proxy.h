@@ -59,6 +59,8 @@ class Proxy : public Kickable {
   /// One progress pass on the calling thread unless another thread is in one (host executors
   /// call it while posting and waiting). Returns true when anything moved.
   bool tryProgress() override;
+  /// Stage 3: one pass over the send connectors only (host executors call it after posting).
+  bool trySendProgress() override;
   /// A host executor with nothing to do: becomes the engine and sleeps in poll() if nobody
   /// is the engine, else sleeps on `signal` (the engine notifies it).
   void waitForProgress(ProgressSignal& signal, uint32_t seen, long timeoutUs) override;
@@ -68,7 +70,8 @@ class Proxy : public Kickable {
 
  private:
   void loop();
-  bool progressOnce();         // one pass over the connectors; true when anything moved
+  bool tryPass(bool sendsOnly);  // tryProgress and trySendProgress
+  bool progressOnce(bool sendsOnly = false);  // one pass over the connectors; true: moved
   void sleep(int timeoutMs);   // engine only: poll() until a socket is ready, a kick, or timeout
   void parkWhileHostRuns();    // the proxy thread steps aside while host executors are engine
 

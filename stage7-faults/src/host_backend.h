@@ -6,8 +6,9 @@
  * the thread is always the leader. Posting stores the counter, then runs the proxy's progress
  * right here (the bytes just posted usually leave without any thread hand-off) and kicks
  * whoever sleeps in the proxy's poll() for whatever is left. Waiting drives progress too, then
- * spins briefly, then sleeps: in the proxy's poll() if no other thread is in it (the waiter
- * becomes the progress engine), else on the communicator's ProgressSignal.
+ * spins briefly, then yields the core a few times (stage 3), then sleeps: in the proxy's
+ * poll() if no other thread is in it (the waiter becomes the progress engine), else on the
+ * communicator's ProgressSignal.
  *
  * Invariants: waitAtLeast returns only when the counter has reached the value (acquire) or the
  * abort flag is raised; post makes the slot visible before the counter (release).
@@ -47,12 +48,23 @@ class Kickable {
   /// right now. Returns true when anything moved. (An MPI-style progress engine: the thread
   /// that waits drives progress itself instead of waking another thread to do it.)
   virtual bool tryProgress() { return false; }
+  /// The same for the send connectors only (stage 3): what a post needs, since only a send
+  /// just published has somewhere to go. A receive pass here would mostly ask the kernel for
+  /// a step that is a call away.
+  virtual bool trySendProgress() { return tryProgress(); }
   /// Sleeps until progress may have happened (the signal moved past `seen`) or `timeoutUs`
   /// passes. The proxy overrides it so that one waiter sleeps where the bytes arrive.
   virtual void waitForProgress(ProgressSignal& signal, uint32_t seen, long timeoutUs) {
     signal.wait(seen, timeoutUs);
   }
 };
+
+/// Stage 3: after the spin, polls that give the core away (sched_yield) before a waiter
+/// sleeps. A yield costs one system call when nobody else wants the core; a sleep in poll()
+/// costs a wake-up (the scheduler's latency, a context switch) when the bytes come, and with
+/// more ranks than cores that made a small all-reduce twice as slow as yielding (measured on
+/// the 2-core CI machine, 4 ranks over sockets).
+constexpr int kYieldPolls = 64;
 
 /// Peer processes that move our counters directly (SHM, stage 5): nobody notifies us when
 /// they do, and nobody tells us when they die. Implemented by PeerWatch
@@ -85,7 +97,7 @@ struct HostBackend {
   ProgressSignal* progress;  // notified by the proxy whenever it moves a counter
   Kickable* proxy;           // kicked after we move a counter
   PeerCheck* peers = nullptr;  // SHM peers (stage 5): poll longer, and check they live
-  // Stage 5: polls with the pause instruction before the first sched_yield. 0 when this
+  // Stage 3: polls with the pause instruction before the first sched_yield. 0 when this
   // host runs more ranks than it has cores: a peer that must run before our counter moves
   // may be waiting for this very core (Open MPI yields at once when oversubscribed too).
   int spinPolls = 128;
@@ -140,8 +152,9 @@ struct HostBackend {
         cpuRelax();  // a short spin catches the common case of a quick reply
         continue;
       }
-      if (peers != nullptr && spin < 128 + kPeerPollRounds) {
-        sched_yield();  // an SHM peer answers without notifying: keep looking, but share the core
+      // (Stage 5: an SHM peer answers without notifying: with one, look much longer.)
+      if (spin < spinPolls + (peers != nullptr ? kPeerPollRounds : kYieldPolls)) {
+        sched_yield();  // look again soon, but let whoever else wants this core have it
         continue;
       }
       // Long idle: a dead SHM peer would never move the counter (it marks ours closed).
@@ -167,7 +180,7 @@ struct HostBackend {
 
   void post(uint64_t* counter, uint64_t value, bool /*gpuScope: kernels only*/ = false) const {
     storeRelease(counter, value);  // release: the slot bytes and size are visible first
-    proxy->tryProgress();          // send what we just published, on this thread
+    proxy->trySendProgress();      // send what we just published, on this thread
     proxy->kick();                 // the proxy thread finishes whatever did not fit
   }
   /// The consumer's head (stage 5 tells the two apart for the GPU): the same on the host.

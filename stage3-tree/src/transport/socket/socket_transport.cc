@@ -6,6 +6,8 @@
  */
 #include "transport/socket/socket_transport.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 
@@ -38,6 +40,7 @@ struct SocketResources : ConnectorResources {
   size_t headerDone = 0;
   size_t done[kMaxSocketsPerConn] = {};
   uint64_t t0 = 0;  // step timeline: when this step started moving (set only when tracing)
+  uint64_t lastStepNs = 0;  // receive side: when the last step began arriving (coarse clock)
 };
 
 SocketResources& res(Connector& c) { return static_cast<SocketResources&>(*c.resources); }
@@ -64,6 +67,17 @@ int socketBufferBytes() {
   return kMinSocketBuffer;
 }
 
+/// Stage 3: a receiving connection idle this long may have left delayed-ACK mode (Linux leaves
+/// it when a delayed ACK times out, after 40 ms at the least): its next step sets it again.
+constexpr uint64_t kAckIdleNs = 20'000'000;
+
+/// A cheap clock (no system call, a few ms of resolution): enough to tell a pause.
+uint64_t coarseNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
 /// Part `i` of a step of `size` bytes: [begin, end). Both sides compute it from the size in
 /// the header, so no layout travels on the wire.
 void partRange(int64_t size, int nsocks, int i, int64_t* begin, int64_t* end) {
@@ -77,6 +91,16 @@ void partRange(int64_t size, int nsocks, int i, int64_t* begin, int64_t* end) {
 }
 
 
+
+/// Whether nobody has decided yet where step `step` goes: the communicator has no GPU (so the
+/// consumer is a host executor, now or at its next call) and that consumer has neither offered
+/// a buffer nor allowed staging for the step (fifo.h). It decides when its receive starts.
+bool undecided(bool hasGpu, const ConnFifo* fifo, uint64_t step) {
+  return !hasGpu &&
+         __atomic_load_n(&fifo->claims[step % kNSteps], __ATOMIC_ACQUIRE) !=
+             claimValue(step, kClaimByConsumer) &&
+         step >= __atomic_load_n(&fifo->staged, __ATOMIC_ACQUIRE);
+}
 
 /// Direct receive, proxy side: decides where step `step`'s bytes go. The consumer may have
 /// offered a user buffer for it (claims[slot] says so); otherwise we claim the step for the
@@ -271,6 +295,7 @@ tcclResult_t SocketRecvComm::connect(tcclComm& comm, Connector& c, const Connect
       continue;
     }
     s.tuneForData(socketBufferBytes());
+    s.delayAcks();  // stage 3: this socket only receives (Socket::delayAcks says why)
     TCCL_CHECK(s.setNonBlocking(true));
     r.socks[hello.sockIndex] = std::move(s);
     accepted++;
@@ -293,6 +318,7 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
   SocketResources& r = res(c);
   ConnFifo* fifo = c.conn->fifo;
   if (fifo->closed) return tcclSuccess;
+  bool published = false;  // a step completed in this pass
   for (;;) {
     // Only the proxy writes tail on this side.
     const uint64_t step = fifo->tail;
@@ -300,6 +326,11 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
       // A slot is free when the executor has consumed it: tail < head + kNSteps. Acquire:
       // the executor finished reading the slot before it moved head.
       if (step >= loadAcquire(&fifo->head) + kNSteps) return tcclSuccess;
+      // Stage 3: a step just published, and nobody wants the next one yet: leave it for a
+      // later pass. Looking for it now costs a recv() that almost always finds nothing (the
+      // peer's next step is a call away), on the path from this call's receive to its return.
+      // (A later pass reads its header as before, and waits for the decision: receiveDestination.)
+      if (published && undecided(comm.cudaDev >= 0, fifo, step)) return tcclSuccess;
       r.active = true;
       r.headerDone = 0;
       std::fill(r.done, r.done + kMaxSocketsPerConn, 0);
@@ -319,6 +350,14 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
       TCCL_CHECK(rc);
       // The step's first bytes arrived: it starts here on the timeline.
       if (r.headerDone == 0 && n > 0 && comm.tracePid >= 0) r.t0 = traceNowNs();
+      if (r.headerDone == 0 && n > 0) {
+        // Stage 3: after a pause, acknowledge lazily again (kAckIdleNs).
+        const uint64_t now = coarseNowNs();
+        if (now - r.lastStepNs > kAckIdleNs) {
+          for (int i = 0; i < r.nsocks; i++) r.socks[i].delayAcks();
+        }
+        r.lastStepNs = now;
+      }
       r.headerDone += n;
       if (n) *didWork = true;
       if (r.headerDone < sizeof(r.header)) return tcclSuccess;
@@ -360,6 +399,7 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
     storeRelease(&fifo->tail, step + 1);
     *didWork = true;
     // <<< exercise 1.3
+    published = true;
   }
 }
 
