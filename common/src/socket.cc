@@ -21,6 +21,7 @@
 #include "tccl/common/socket.h"
 
 #include <fcntl.h>
+#include <time.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/uio.h>
@@ -45,6 +46,22 @@ Deadline deadlineIn(double seconds) {
 }
 
 namespace {
+
+/// A receiving socket idle this long may have left delayed-ACK mode (Linux leaves it when a
+/// delayed ACK times out, after 40 ms at the least): the read that ends the pause sets it again.
+constexpr uint64_t kAckIdleNs = 20'000'000;
+
+/// A cheap clock (no system call, a few ms of resolution): enough to tell a pause.
+uint64_t coarseNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+void quickAckOff(int fd) {
+  int zero = 0;
+  setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof(zero));  // a hint: failure is harmless
+}
 
 // Milliseconds left for poll(): -1 for "never", 0 once passed, rounded up otherwise so we do
 // not spin on sub-millisecond remainders.
@@ -82,6 +99,8 @@ Socket& Socket::operator=(Socket&& o) noexcept {
     aheadCap_ = o.aheadCap_;
     aheadBegin_ = o.aheadBegin_;
     aheadEnd_ = o.aheadEnd_;
+    lazyAcks_ = o.lazyAcks_;
+    lastReadNs_ = o.lastReadNs_;
     o.fd_ = -1;
     o.aheadCap_ = o.aheadBegin_ = o.aheadEnd_ = 0;
   }
@@ -301,6 +320,11 @@ tcclResult_t Socket::recvSome(void* data, size_t size, size_t* done) {
     return n == 0 || isRemoteClose(errno) ? tcclRemoteError : tcclSystemError;
   }
   *done += static_cast<size_t>(n);
+  if (lazyAcks_) {
+    const uint64_t now = coarseNowNs();
+    if (now - lastReadNs_ > kAckIdleNs) quickAckOff(fd_);  // delayAcks: the mode may be gone
+    lastReadNs_ = now;
+  }
   return tcclSuccess;
 }
 
@@ -313,8 +337,9 @@ tcclResult_t Socket::setNonBlocking(bool on) {
 }
 
 void Socket::delayAcks() {
-  int zero = 0;
-  setsockopt(fd_, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof(zero));  // a hint: failure is harmless
+  lazyAcks_ = true;
+  lastReadNs_ = coarseNowNs();
+  quickAckOff(fd_);
 }
 
 void Socket::tuneForData(int bufferBytes) {

@@ -113,7 +113,8 @@ class Socket {
   /// pure ACK segment of its own, sent from inside recv() and processed by the peer's stack:
   /// 1.7 us of a 6.3 us exchange of 16 bytes each way over two one-way loopback sockets
   /// (MPI's single two-way socket carries its ACKs on the reply). Linux leaves the mode when a
-  /// delayed ACK times out (an idle stream), so a receiver sets it again after a pause.
+  /// delayed ACK times out (an idle stream), so from then on the read that ends a pause of
+  /// 20 ms or more sets it again.
   void delayAcks();
   const SocketAddress& peer() const { return peer_; }
 
@@ -129,6 +130,8 @@ class Socket {
   size_t aheadCap_ = 0;
   size_t aheadBegin_ = 0;  // [aheadBegin_, aheadEnd_): read from the kernel, not yet taken
   size_t aheadEnd_ = 0;
+  bool lazyAcks_ = false;    // delayAcks() was called: keep the socket in that mode
+  uint64_t lastReadNs_ = 0;  // when a read last brought bytes (coarse clock; lazyAcks_ only)
 };
 
 /// A 64-bit hash identifying this host: host name plus boot id, or TCCL_HOSTID when set

@@ -6,8 +6,6 @@
  */
 #include "transport/socket/socket_transport.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <atomic>
 
@@ -40,7 +38,6 @@ struct SocketResources : ConnectorResources {
   size_t headerDone = 0;
   size_t done[kMaxSocketsPerConn] = {};
   uint64_t t0 = 0;  // step timeline: when this step started moving (set only when tracing)
-  uint64_t lastStepNs = 0;  // receive side: when the last step began arriving (coarse clock)
 };
 
 SocketResources& res(Connector& c) { return static_cast<SocketResources&>(*c.resources); }
@@ -67,17 +64,6 @@ int socketBufferBytes() {
   return kMinSocketBuffer;
 }
 
-/// Stage 3: a receiving connection idle this long may have left delayed-ACK mode (Linux leaves
-/// it when a delayed ACK times out, after 40 ms at the least): its next step sets it again.
-constexpr uint64_t kAckIdleNs = 20'000'000;
-
-/// A cheap clock (no system call, a few ms of resolution): enough to tell a pause.
-uint64_t coarseNowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
-}
-
 /// Part `i` of a step of `size` bytes: [begin, end). Both sides compute it from the size in
 /// the header, so no layout travels on the wire.
 void partRange(int64_t size, int nsocks, int i, int64_t* begin, int64_t* end) {
@@ -95,8 +81,8 @@ void partRange(int64_t size, int nsocks, int i, int64_t* begin, int64_t* end) {
 /// Whether nobody has decided yet where step `step` goes: the communicator has no GPU (so the
 /// consumer is a host executor, now or at its next call) and that consumer has neither offered
 /// a buffer nor allowed staging for the step (fifo.h). It decides when its receive starts.
-bool undecided(bool hasGpu, const ConnFifo* fifo, uint64_t step) {
-  return !hasGpu &&
+bool undecided(const tcclComm& comm, const ConnFifo* fifo, uint64_t step) {
+  return comm.cudaDev < 0 &&
          __atomic_load_n(&fifo->claims[step % kNSteps], __ATOMIC_ACQUIRE) !=
              claimValue(step, kClaimByConsumer) &&
          step >= __atomic_load_n(&fifo->staged, __ATOMIC_ACQUIRE);
@@ -112,13 +98,11 @@ char* receiveDestination(tcclComm& comm, Connector& c, uint64_t step, int64_t si
   ConnFifo* fifo = c.conn->fifo;
   const int slot = int(step % kNSteps);
   char* staging = c.conn->buff + slot * c.conn->stepBytes;
+  // A kernel never offers nor allows: on a communicator with a GPU, where the next consumer
+  // may be a kernel, nothing is undecided and we stage as without direct mode.
+  if (undecided(comm, fifo, step)) return nullptr;  // leave the bytes in the socket for now
   uint64_t seen = __atomic_load_n(&fifo->claims[slot], __ATOMIC_ACQUIRE);
   if (seen != claimValue(step, kClaimByConsumer)) {
-    // A kernel never offers nor allows: on a communicator with a GPU, where the next consumer
-    // may be a kernel, stage as without direct mode.
-    if (comm.cudaDev < 0 && step >= __atomic_load_n(&fifo->staged, __ATOMIC_ACQUIRE)) {
-      return nullptr;  // undecided: leave the bytes in the socket for now
-    }
     if (__atomic_compare_exchange_n(&fifo->claims[slot], &seen, claimValue(step, kClaimByProxy),
                                     false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
       return staging;  // ours: the consumer will copy out of the slot
@@ -330,7 +314,7 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
       // later pass. Looking for it now costs a recv() that almost always finds nothing (the
       // peer's next step is a call away), on the path from this call's receive to its return.
       // (A later pass reads its header as before, and waits for the decision: receiveDestination.)
-      if (published && undecided(comm.cudaDev >= 0, fifo, step)) return tcclSuccess;
+      if (published && undecided(comm, fifo, step)) return tcclSuccess;
       r.active = true;
       r.headerDone = 0;
       std::fill(r.done, r.done + kMaxSocketsPerConn, 0);
@@ -350,14 +334,6 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
       TCCL_CHECK(rc);
       // The step's first bytes arrived: it starts here on the timeline.
       if (r.headerDone == 0 && n > 0 && comm.tracePid >= 0) r.t0 = traceNowNs();
-      if (r.headerDone == 0 && n > 0) {
-        // Stage 3: after a pause, acknowledge lazily again (kAckIdleNs).
-        const uint64_t now = coarseNowNs();
-        if (now - r.lastStepNs > kAckIdleNs) {
-          for (int i = 0; i < r.nsocks; i++) r.socks[i].delayAcks();
-        }
-        r.lastStepNs = now;
-      }
       r.headerDone += n;
       if (n) *didWork = true;
       if (r.headerDone < sizeof(r.header)) return tcclSuccess;

@@ -5,8 +5,6 @@
  */
 #include "transport/net/socket/net_socket.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -48,17 +46,6 @@ constexpr int kMinSocketBuffer = 64 << 10;
 /// The read-ahead of a receiving connection's first socket (Socket::setReadAhead): messages up
 /// to about this size arrive in one system call with their header.
 constexpr size_t kHeaderReadAhead = 4096;
-
-/// A receiving connection idle this long may have left delayed-ACK mode (Linux leaves it when a
-/// delayed ACK times out, after 40 ms at the least): its next message sets it again (stage 3).
-constexpr uint64_t kAckIdleNs = 20'000'000;
-
-/// A cheap clock (no system call, a few ms of resolution): enough to tell a pause.
-uint64_t coarseNowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
-}
 
 int socketBufferBytes() {
   const int64_t v = tcclParamSocketBuffer();
@@ -122,7 +109,6 @@ struct SocketConn {
   SockRequest reqs[kMaxRequests];
   uint64_t posted = 0;  // requests made
   uint64_t worked = 0;  // requests complete (all of [0, worked) are)
-  uint64_t lastNs = 0;  // receive: when the last message began arriving (coarse clock)
 };
 
 struct SockSendComm : NetSendComm, SocketConn {};
@@ -186,14 +172,6 @@ tcclResult_t progressRecv(SocketConn& c, SockRequest& r, bool* complete) {
       return tcclSuccess;
     }
     TCCL_CHECK(rc);
-    if (r.headerDone == 0 && n > 0) {
-      // After a pause, acknowledge lazily again (kAckIdleNs, Socket::delayAcks).
-      const uint64_t now = coarseNowNs();
-      if (now - c.lastNs > kAckIdleNs) {
-        for (int i = 0; i < c.nsocks; i++) c.socks[i].delayAcks();
-      }
-      c.lastNs = now;
-    }
     r.headerDone += n;
     if (r.headerDone < sizeof(r.header)) return tcclSuccess;
     if (r.header < 0 || r.header > kMaxSocketMessage) {
