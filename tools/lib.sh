@@ -13,16 +13,32 @@ TCCL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # The packages every build needs (compilers, CMake + Ninja, Open MPI, GoogleTest, tools the
 # tests use; stage 6: the verbs headers, for its verbs Net -- the library is opened at run time).
 TCCL_BUILD_PACKAGES=(build-essential cmake ninja-build openmpi-bin libopenmpi-dev libgtest-dev
-  libgmock-dev pkg-config iproute2 python3 libibverbs-dev)
-# ... plus what tools/test needs: the docs toolchain, clang for the fuzzers, matplotlib for
-# tools/trace and tools/plot (their tests draw pictures), and Debian's torch 1.13 (CPU) with
-# its headers for stage 4's torch.distributed backend (python3-dev: Python.h).
-TCCL_TORCH_PACKAGES=(python3-torch libtorch-dev python3-dev)
+  libgmock-dev pkg-config iproute2 python3 libibverbs-dev less)
+# (less: the chapters' commands page a chapter diff through `less -R`.)
+# Debian's torch 1.13 (CPU) with its headers for stage 4's torch.distributed backend
+# (python3-dev: Python.h; python3-setuptools: torch.utils.cpp_extension imports it, and
+# without it `import torch.utils.cpp_extension` fails, so the backend cannot be built).
+# TCCL_NO_TORCH=1 leaves torch out: tools/demo and tools/test then say what was not run.
+TCCL_TORCH_PACKAGES=(python3-torch libtorch-dev python3-dev python3-setuptools)
 # Stage 6's real verbs device: Soft-RoCE in a QEMU guest (tools/rxe/run.sh).
 TCCL_RXE_PACKAGES=(qemu-system-x86 busybox-static kmod cpio ibverbs-providers ibverbs-utils
   rdma-core iproute2)
+# ... plus what tools/test needs: the docs toolchain, clang for the fuzzers, matplotlib for
+# tools/trace and tools/plot (their tests draw pictures), git for the docs checker's tests
+# (they make a scratch repository; nothing else needs git, a learner may have an archive).
 TCCL_TEST_PACKAGES=("${TCCL_BUILD_PACKAGES[@]}" doxygen graphviz mkdocs mkdocs-material clang
-  python3-matplotlib "${TCCL_TORCH_PACKAGES[@]}" "${TCCL_RXE_PACKAGES[@]}")
+  python3-matplotlib git "${TCCL_RXE_PACKAGES[@]}")
+
+# torch_packages: the torch packages, or none when the user chose TCCL_NO_TORCH=1.
+torch_packages() {
+  [[ ${TCCL_NO_TORCH:-0} == 1 ]] || printf '%s\n' "${TCCL_TORCH_PACKAGES[@]}"
+}
+
+# torch_cmake_flag: the backend is required (ON: a configure error naming what is missing)
+# unless the user chose TCCL_NO_TORCH=1 (OFF: its tests are registered as skipped, counted).
+torch_cmake_flag() {
+  if [[ ${TCCL_NO_TORCH:-0} == 1 ]]; then echo -DTCCL_WITH_TORCH=OFF; else echo -DTCCL_WITH_TORCH=ON; fi
+}
 
 banner() {
   local line="=================================================================================="

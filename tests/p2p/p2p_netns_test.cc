@@ -10,7 +10,10 @@
  *
  * Invariants: the namespaces are deleted when the test ends, passed or failed (RAII), and
  * leftovers of earlier runs that were killed are removed first (their names carry the pid of
- * a process that no longer exists). Skipped, not failed, where `ip netns add` is not permitted.
+ * a process that no longer exists). Skipped, not failed, where the machine cannot make the two
+ * hosts: `ip netns add` not permitted, or any other `ip` command of the setup refused (no veth
+ * support, or `ip -n` unable to remount "/" in a chroot whose root is not a mount point); the
+ * skip names the command and what it printed. Only tccl's own calls can fail the test.
  * The test process makes no tccl call; both ranks are fresh forked children.
  *
  * NCCL counterpart: running nccl-tests across two nodes over the socket transport
@@ -43,6 +46,17 @@ constexpr int kPort = 29517;  // any port: the namespaces are new, nothing else 
 
 /// Runs a shell command quietly; true on exit status 0.
 bool sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
+
+/// Runs a shell command; true on exit status 0, else false with its output in *out.
+bool shOut(const std::string& cmd, std::string* out) {
+  FILE* f = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (f == nullptr) return false;
+  char buf[256];
+  out->clear();
+  while (std::fgets(buf, sizeof(buf), f) != nullptr) *out += buf;
+  while (!out->empty() && out->back() == '\n') out->pop_back();
+  return ::pclose(f) == 0;
+}
 
 /// Deletes namespaces left by earlier runs of this test whose process is gone.
 void removeStaleNamespaces() {
@@ -87,7 +101,7 @@ class TwoHosts {
     }
     return true;
   }
-  /// The rest of the setup; false (with the failing command) on any error.
+  /// The rest of the setup; false (with the failing command and its output) on any error.
   bool setUp(std::string* why) {
     created_[1] = sh("ip netns add " + ns_[1]);
     std::vector<std::string> cmds;
@@ -100,8 +114,9 @@ class TwoHosts {
       cmds.push_back("ip -n " + ns_[i] + " link set lo up");
     }
     for (const auto& c : cmds) {
-      if (!sh(c)) {
-        *why = "setup command failed: " + c;
+      std::string out;
+      if (!shOut(c, &out)) {
+        *why = "this machine cannot make the two hosts: `" + c + "` failed: " + out;
         return false;
       }
     }
@@ -189,7 +204,7 @@ TEST(NetnsTest, TwoHostsOverVeth) {
   TwoHosts hosts;
   std::string why;
   if (!hosts.tryCreate(&why)) GTEST_SKIP() << why;
-  ASSERT_TRUE(hosts.setUp(&why)) << why;
+  if (!hosts.setUp(&why)) GTEST_SKIP() << why;
   Child r0([&] { return rankMain(hosts, 0); });
   ASSERT_TRUE(r0.started());
   Child r1([&] { return rankMain(hosts, 1); });

@@ -3,7 +3,9 @@
 # Included by tccl_add_stage_tests (tests/StageTests.cmake) once per stage. The backend is
 # built by <stage>/torch/CMakeLists.txt only when a python3 with torch is found; it leaves the
 # interpreter and the PYTHONPATH of the built package in global properties
-# TCCL_STAGE<N>_TORCH_PYTHON / _PYTHONPATH. Without them this fragment adds nothing (and says so).
+# TCCL_STAGE<N>_TORCH_PYTHON / _PYTHONPATH. Without them every test below is still registered,
+# as a test that reports itself skipped with the reason (ctest counts and lists it, and
+# tools/test's summary shows the count): a chapter's tests are never left out silently.
 #
 # Every test runs its ranks through tests/torch/launch.py (a small torchrun with one timeout
 # for the whole job), CPU tensors, labels stage<N> and torch:
@@ -18,11 +20,21 @@
 
 get_property(_torch_python GLOBAL PROPERTY TCCL_STAGE${TCCL_STAGE_NUM}_TORCH_PYTHON)
 get_property(_torch_pythonpath GLOBAL PROPERTY TCCL_STAGE${TCCL_STAGE_NUM}_TORCH_PYTHONPATH)
+set(_torch_skip "")
 if(NOT _torch_pythonpath)
+  string(CONCAT _torch_skip "SKIPPED: stage ${TCCL_STAGE_NUM}'s torch backend is not built "
+                "(TCCL_WITH_TORCH=${TCCL_WITH_TORCH}, the configure output says why)")
   message(STATUS "tccl: stage ${TCCL_STAGE_NUM}: the torch backend is not built: its tests "
-                 "are not added")
-  return()
+                 "are registered as skipped")
 endif()
+
+# tccl_torch_skipped(name): registers `name` as a test that says why it cannot run and is
+# reported skipped (the backend is not built).
+function(tccl_torch_skipped name)
+  add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -E echo "${_torch_skip}")
+  set_tests_properties(${name} PROPERTIES LABELS "${_torch_labels}"
+    SKIP_REGULAR_EXPRESSION "SKIPPED:")
+endfunction()
 
 set(_torch_dir ${CMAKE_CURRENT_LIST_DIR})
 set(_torch_labels ${TCCL_STAGE_LABEL} torch)
@@ -38,6 +50,10 @@ function(tccl_torch_test)
   endif()
   math(EXPR launcher_timeout "${T_TIMEOUT} - 10")
   set(name ${TCCL_STAGE_PREFIX}${T_NAME}.np${T_NP})
+  if(_torch_skip)
+    tccl_torch_skipped(${name})
+    return()
+  endif()
   add_test(NAME ${name}
     COMMAND ${_torch_python} ${_torch_dir}/launch.py --np ${T_NP} --timeout ${launcher_timeout}
             ${T_LAUNCH} ${_torch_dir}/${T_SCRIPT} ${T_ARGS})
@@ -80,6 +96,10 @@ set(_run_tmp ${CMAKE_CURRENT_BINARY_DIR}/${TCCL_STAGE_PREFIX}torchrun_tmp)
 file(MAKE_DIRECTORY ${_run_tmp})
 foreach(example ddp_one_param ddp_mlp)
   set(name ${TCCL_STAGE_PREFIX}torch_example_${example}.np2)
+  if(_torch_skip)
+    tccl_torch_skipped(${name})
+    continue()
+  endif()
   add_test(NAME ${name}
     COMMAND ${_torch_python} -m torch.distributed.run --redirects 9:0 --tee 9:0
             --monitor_interval 0.5 --standalone --nproc_per_node=2
