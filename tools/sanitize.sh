@@ -74,15 +74,17 @@ STAGE_NUM=$(sed -E 's/^stage([0-9]+)-.*/\1/' <<<"$STAGE")
 #    cover every collective x type x op x place x root; the medium ones add loop counts (the
 #    1 Mi-element p2p cases and the group tests still run many FIFO steps and wrap-arounds).
 #  - *_netns needs root and network namespaces, and checks routing, not memory.
-#  - examples and benchmarks are not tests of the library's correctness; the soak is not a CI
-#    test at all (docs/reliability.md).
+#  - examples and benchmarks are not tests of the library's correctness; the two-minute soak
+#    is not a CI test at all, and the short soak (soak_short: timed runs at 3-5 ranks, one
+#    pinned to a core, and a stalled rank) measures time, which a sanitizer's slowdown makes
+#    meaningless (docs/reliability.md).
 #  - stage 7's labs (s7_lab_NN): programs with planted bugs, timed against their watchdogs;
 #    the library code they run is the same the other tests run here.
 # Single-process tests of the stage (primitives, thread ranks, killed peer, errors_fork, shim
 # exports) always run.
 TESTS=${TCCL_SANITIZE_TESTS:-"^s${STAGE_NUM}_"}
 COMMON_EXCLUDE="\\.np([014-9]|[1-9][0-9])\$|_large(_socket)?\\.|_netns\$|_example_|_bench_|_lab_[0-9]"
-COMMON_EXCLUDE+="|_soak\\.|_shm_ring_sweep\\."
+COMMON_EXCLUDE+="|_soak\\.|_soak_short\$|_shm_ring_sweep\\."
 # The torch backend is not built under a sanitizer (an instrumented extension cannot be loaded
 # by an uninstrumented python): its tests are registered as skipped there; leave them out.
 COMMON_EXCLUDE+="|_torch_"
