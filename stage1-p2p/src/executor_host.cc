@@ -26,7 +26,7 @@ WorkerPool::~WorkerPool() {
   for (auto& t : threads_) t.join();
 }
 
-void WorkerPool::start(int n, std::function<void(int)> fn) {
+void WorkerPool::start(int n, std::function<void(int)> fn, std::function<void()> last) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     while (int(threads_.size()) < n) {
@@ -34,6 +34,7 @@ void WorkerPool::start(int n, std::function<void(int)> fn) {
       threads_.emplace_back([this, index] { workerLoop(index); });
     }
     fn_ = std::move(fn);
+    last_ = std::move(last);
     active_ = n;
     remaining_ = n;
     generation_++;
@@ -61,6 +62,16 @@ void WorkerPool::workerLoop(int index) {
     lock.unlock();
     fn(index);
     lock.lock();
+    if (remaining_ == 1 && last_) {
+      // Every other worker of this generation has decremented remaining_ (under mutex_):
+      // this one returned last. `last` runs before our decrement, so wait() cannot return
+      // (nor the next start() replace last_) while it runs; unlocked, since it may take
+      // other locks (Proxy::hostBatchEnd).
+      auto last = last_;
+      lock.unlock();
+      last();
+      lock.lock();
+    }
     if (--remaining_ == 0) {
       lock.unlock();  // as in start(): the waiter should not wake into a held mutex
       doneCv_.notify_all();
@@ -104,16 +115,36 @@ tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<
   if (batch.nItems == 0) return tcclSuccess;
   // Receives are posted before any item runs (MPI's pre-posted receives).
   for (int i = 0; i < batch.nItems; i++) prepostP2pRecv(batch, batch.items[i]);
-  // From here until finishHostBatch our items are the progress engine (proxy.h).
-  if (comm->proxy) comm->proxy->hostBatchBegin();
+  // From here until the last item returns our items are the progress engine (proxy.h).
+  Proxy* proxy = comm->proxy.get();
+  if (proxy) proxy->hostBatchBegin();
   if (callerRuns) return tcclSuccess;  // finishHostBatch runs them, as fibers
   if (!comm->workers) comm->workers = std::make_unique<WorkerPool>(comm->rank);
   HostBackend be = hostBackend(comm);
   uint32_t* out = status->data();
-  comm->workers->start(batch.nItems, [comm, be, &batch, out](int i) {
-    HostBackend mine = itemBackend(comm, be, kTraceTidWorker, "worker", i);
-    out[i] = runWorkItem(mine, batch, i);
-  });
+  // The engine role ends on the thread whose item returns last, not in finishHostBatch: an
+  // item may return with steps published but not sent (a staged send -- a reduction's, from
+  // stage 2 on -- posts and goes on; a full socket keeps the steps in the FIFO), and the
+  // caller may be blocked collecting another communicator's batch of the group -- one that
+  // waits, through the peers, for exactly those steps. Issue #36, the interleaving this closes:
+  //   1. the caller starts X's batch, then R's (hostBatchBegin: R's proxy thread parks);
+  //   2. R's item posts its last steps: its send pass fills the socket (or finds the pass
+  //      taken) and leaves the rest to the proxy thread with a kick -- which the parked
+  //      thread does not act on, since the executors are the engine;
+  //   3. R's item returns: no executor of R runs passes any more;
+  //   4. the caller blocks in finishHostBatch(X): X's item waits for a peer whose own
+  //      collective on R waits for the steps of step 2.
+  // hostBatchEnd used to come only after 4, in finishHostBatch(R): no thread ever sent them.
+  // Here it comes right after 3 and wakes the proxy thread when a send FIFO still holds steps.
+  std::function<void()> last;
+  if (proxy) last = [proxy] { proxy->hostBatchEnd(); };
+  comm->workers->start(
+      batch.nItems,
+      [comm, be, &batch, out](int i) {
+        HostBackend mine = itemBackend(comm, be, kTraceTidWorker, "worker", i);
+        out[i] = runWorkItem(mine, batch, i);
+      },
+      std::move(last));
   return tcclSuccess;
 }
 
@@ -175,10 +206,11 @@ tcclResult_t finishHostBatch(tcclComm* comm, const WorkBatch& batch,
   tcclResult_t res = tcclSuccess;
   if (callerRuns) {
     res = runItemsAsFibers(comm, batch, status);
+    // The items have all returned, on this thread: what is left in the FIFOs is the proxy's.
+    if (comm->proxy) comm->proxy->hostBatchEnd();
   } else {
-    comm->workers->wait();
+    comm->workers->wait();  // the last worker has called hostBatchEnd (startHostBatch)
   }
-  if (comm->proxy) comm->proxy->hostBatchEnd();  // what is left in the FIFOs is the proxy's
   if (res != tcclSuccess) return res;
   for (int i = 0; i < batch.nItems; i++) {
     if (status[i] != kWorkOk && res == tcclSuccess) res = workStatusResult(status[i], batch.items[i]);

@@ -26,6 +26,11 @@
  * notifies the communicator's ProgressSignal after any progress (host executors may be asleep
  * on it); an error from a connector is recorded on the communicator (setError raises the abort
  * flag) and the proxy keeps running until stop() so that destroy never races with it.
+ * hostBatches_ counts the batches whose items are still running, not those the caller has
+ * yet to collect: the proxy thread parks only while some item of this communicator runs, and
+ * a running item either waits (and then runs passes itself, waitAtLeast) or returns, and the
+ * last one to return calls hostBatchEnd, which wakes the thread if sends are left (issue #36:
+ * see startHostBatch). So no published step is ever left without an engine.
  *
  * NCCL counterpart: src/proxy.cc (ncclProxyProgress, progressOps), src/include/proxy.h.
  * Added in: stage 1.
@@ -63,6 +68,8 @@ class Proxy : public Kickable {
   /// is the engine, else sleeps on `signal` (the engine notifies it).
   void waitForProgress(ProgressSignal& signal, uint32_t seen, long timeoutUs) override;
   /// A host batch starts / ends on this communicator: the proxy thread parks in between.
+  /// hostBatchEnd is called when the batch's last item has returned (by that item's worker,
+  /// or by the caller after its fibers), never later: see the invariants above.
   void hostBatchBegin();
   void hostBatchEnd();
 
@@ -83,7 +90,7 @@ class Proxy : public Kickable {
                                      // orders the park handshake (parkCv_)
   std::vector<Connector*> pending_;  // added, not yet picked up by the loop
   std::atomic<bool> havePending_{false};
-  std::atomic<int> hostBatches_{0};  // host batches running now (their executors are engine)
+  std::atomic<int> hostBatches_{0};  // host batches whose items still run (they are engine)
   std::condition_variable parkCv_;   // with mutex_: the proxy thread parks on it
   std::vector<Connector*> conns_;    // the connectors; touched under progressMutex_ only
 };

@@ -40,7 +40,10 @@ class WorkerPool {
   explicit WorkerPool(int rank) : rank_(rank) {}
   ~WorkerPool();
   /// Runs fn(i) for i in [0, n) on n pool threads; wait() blocks until all have returned.
-  void start(int n, std::function<void(int)> fn);
+  /// `last`, when given, runs on the thread whose fn(i) returns last, before wait() returns:
+  /// the end of the batch as its own threads see it, which may come long before the caller
+  /// calls wait() (it may be collecting another communicator's batch first).
+  void start(int n, std::function<void(int)> fn, std::function<void()> last = nullptr);
   void wait();
 
  private:
@@ -52,6 +55,7 @@ class WorkerPool {
   std::condition_variable doneCv_;  // the caller waits for remaining_ == 0
   std::vector<std::thread> threads_;
   std::function<void(int)> fn_;
+  std::function<void()> last_;      // this generation's `last` (start); may be empty
   uint64_t generation_ = 0;
   int active_ = 0;     // how many workers take part in this generation
   int remaining_ = 0;  // workers of this generation still running

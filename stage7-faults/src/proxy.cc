@@ -96,17 +96,25 @@ void Proxy::hostBatchBegin() {
 }
 
 void Proxy::hostBatchEnd() {
+  // Called once the batch's last item has returned (see proxy.h): from here on no executor of
+  // this communicator runs passes, so whatever its FIFOs still hold is the proxy thread's.
+  // Sequentially consistent, like the thread's load of it before it parks.
   if (hostBatches_.fetch_sub(1) != 1) return;
   // Wake the parked thread only if a send FIFO still holds published steps (a collective's
   // last sends may outlive its items); otherwise it resumes within one park period anyway, and
   // not waking it spares a thread hand-off on every call of a back-to-back loop.
   bool pending = false;
   {
-    // try_lock, never lock: if the mutex is taken, the proxy thread is awake and holds the
-    // engine role (a batch too short for it to have parked), so there is nobody to wake; and
-    // waiting for it could take a whole poll() period, since it sleeps with the mutex held.
+    // try_lock, never lock: waiting could take a whole poll() period, since the proxy thread
+    // sleeps with the mutex held. With every item returned, the holder is the proxy thread
+    // (a batch too short for it to have parked): it checks hostBatches_ again after releasing
+    // the mutex, sees our decrement, and runs passes instead of parking. The kick covers the
+    // case where it holds the mutex asleep in poll(): it wakes now, not at the timeout.
     std::unique_lock<std::mutex> lock(progressMutex_, std::try_to_lock);
-    if (!lock.owns_lock()) return;
+    if (!lock.owns_lock()) {
+      kick();
+      return;
+    }
     for (const Connector* c : conns_) {
       const ConnFifo* f = c->conn->fifo;
       if (c->isSend && loadAcquire(&f->tail) > loadAcquire(&f->head)) pending = true;
@@ -191,6 +199,8 @@ void Proxy::loop() {
     if (hostBatches_.load() > 0 && comm_->cudaDev < 0) {
       // Host executors are running: they are the engine (see proxy.h). Stay out of their way,
       // and wake any of them that found us holding the role and went to sleep on the signal.
+      // A kick left unanswered here (a post whose pass could not send everything) is answered
+      // by a running item's next pass, or by hostBatchEnd once the last item has returned.
       // (Not on a communicator with a GPU: there the next operation may be a kernel, which
       // cannot drive progress, so this thread stays on duty and shares the role.)
       comm_->progress.notify();

@@ -314,6 +314,11 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
       // later pass. Looking for it now costs a recv() that almost always finds nothing (the
       // peer's next step is a call away), on the path from this call's receive to its return.
       // (A later pass reads its header as before, and waits for the decision: receiveDestination.)
+      // The step's first bytes may already sit in socks[0]'s read-ahead, where the engine's
+      // poll() on the socket cannot see them. Nothing is stranded: the step waits for the
+      // consumer's decision anyway, and a consumer that decides then waits (waitAtLeast),
+      // which kicks the engine out of poll() and runs passes itself; the next pass takes the
+      // bytes from the read-ahead.
       if (published && undecided(comm, fifo, step)) return tcclSuccess;
       r.active = true;
       r.headerDone = 0;
