@@ -127,7 +127,7 @@ tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<
   // item may return with steps published but not sent (a staged send -- a reduction's, from
   // stage 2 on -- posts and goes on; a full socket keeps the steps in the FIFO), and the
   // caller may be blocked collecting another communicator's batch of the group -- one that
-  // waits, through the peers, for exactly those steps. Issue #36, the interleaving this closes:
+  // waits, through the peers, for exactly those steps. The interleaving this closes:
   //   1. the caller starts X's batch, then R's (hostBatchBegin: R's proxy thread parks);
   //   2. R's item posts its last steps: its send pass fills the socket (or finds the pass
   //      taken) and leaves the rest to the proxy thread with a kick -- which the parked
@@ -135,7 +135,7 @@ tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<
   //   3. R's item returns: no executor of R runs passes any more;
   //   4. the caller blocks in finishHostBatch(X): X's item waits for a peer whose own
   //      collective on R waits for the steps of step 2.
-  // hostBatchEnd used to come only after 4, in finishHostBatch(R): no thread ever sent them.
+  // Were hostBatchEnd to come only after 4, in finishHostBatch(R), no thread would send them.
   // Here it comes right after 3 and wakes the proxy thread when a send FIFO still holds steps.
   std::function<void()> last;
   if (proxy) last = [proxy] { proxy->hostBatchEnd(); };

@@ -29,8 +29,9 @@
  * hostBatches_ counts the batches whose items are still running, not those the caller has
  * yet to collect: the proxy thread parks only while some item of this communicator runs, and
  * a running item either waits (and then runs passes itself, waitAtLeast) or returns, and the
- * last one to return calls hostBatchEnd, which wakes the thread if sends are left (issue #36:
- * see startHostBatch). So no published step is ever left without an engine.
+ * last one to return calls hostBatchEnd, which wakes the thread if sends are left (the
+ * interleaving this closes is at startHostBatch). So no published step is ever left without
+ * an engine.
  *
  * NCCL counterpart: src/proxy.cc (ncclProxyProgress, progressOps), src/include/proxy.h.
  * Added in: stage 1.
