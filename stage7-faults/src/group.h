@@ -78,8 +78,11 @@ inline tcclResult_t groupCheck(tcclResult_t res) {
 /// True when the calling thread has an open group holding tasks for `comm`.
 bool groupHasTasksFor(const tcclComm* comm);
 
-/// Launches the tasks of one group (group_launch.cc).
+/// Launches the tasks of one group: launchGroup with chapter 7's hooks around it
+/// (launch_hooks.cc).
 tcclResult_t groupLaunch(std::vector<CommTasks>& comms);
+/// Plans, connects and runs the tasks of one group (group_launch.cc).
+tcclResult_t launchGroup(std::vector<CommTasks>& comms);
 
 }  // namespace tccl
 

@@ -27,15 +27,11 @@
  * CUDA graph capture in stage 5.
  */
 #include <algorithm>
-#include <atomic>
 #include <map>
 #include <set>
 
-#include "check_mode.h"
 #include "comm.h"
 #include "executor.h"
-#include "fault_inject.h"
-#include "flight_recorder.h"
 #include "group.h"
 #include "plan.h"
 #include "trace.h"
@@ -360,8 +356,7 @@ tcclResult_t launchOneRankColl(tcclComm* comm, const CollTask& t, cudaStream_t s
   return launchGpuBatch(comm, kNoItems, copies, stream, capturing);
 }
 
-/// Everything groupLaunch does but the flight recorder's bookkeeping (stage 7, below).
-static tcclResult_t launchGroup(std::vector<CommTasks>& comms) {
+tcclResult_t launchGroup(std::vector<CommTasks>& comms) {
   // Stage 5: a group of one collective on a one-rank communicator (every call outside a
   // group is one; nccl-tests puts each call in a group of its own) skips the planner.
   if (comms.size() == 1 && comms[0].comm->nranks == 1 && comms[0].colls.size() == 1 &&
@@ -455,110 +450,6 @@ tcclResult_t runPlans(CommTasks* comms, CommPlan* plans, size_t n) {
       if (res != tcclSuccess) comms[i].comm->setError(res);
       tcclResult_t r = finishHostBatch(comms[i].comm, phase.batch, phase.status, callerRuns);
       if (res == tcclSuccess) res = r;
-    }
-  }
-  return res;
-}
-
-// ---- Stage 7: the flight recorder's view of a group ---------------------------------------
-
-namespace {
-
-/// One communicator's operations of the group, as the recorder numbered them.
-struct FrSpan {
-  uint64_t first = 0, last = 0;
-  uint64_t launches = 0;  // the communicator's launch count before the group
-  bool any = false;
-};
-
-/// Records every operation of the group before it runs, as started: the call is working on
-/// it. (Whether it will run on the GPU is learned afterwards, from the launch count: asking
-/// CUDA where each buffer lives here too would cost a microsecond a call.)
-FrSpan frRecord(CommTasks& t) {
-  FrSpan span;
-  tcclComm* comm = t.comm;
-  span.launches = comm->launches.load(std::memory_order_relaxed);
-  const uint64_t now = frNowNs();
-  uint64_t op = comm->opCount;  // recordOps gives the same numbers, in the same order
-  auto add = [&](FrEntry& e) {
-    e.opCount = op++;
-    e.state = FrState::kStarted;
-    e.createdNs = e.startedNs = now;
-    const uint64_t id = comm->fr->record(e);
-    if (!span.any) span.first = id;
-    span.last = id;
-    span.any = true;
-  };
-  for (const CollTask& c : t.colls) {  // the collectives phase runs first (plan_ring.cc)
-    FrEntry e;
-    const uint8_t f = uint8_t(c.func);
-    e.func = f;
-    e.name = frCollName(f);
-    const int64_t n = int64_t(c.count), r = comm->nranks;
-    e.inCount = c.func == WorkFunc::kReduceScatter ? n * r : n;
-    e.outCount = c.func == WorkFunc::kAllGather ? n * r : n;
-    e.dtype = int(c.dtype);
-    e.redop = frCollReduces(f) ? int(c.op.op) : -1;  // (DevRedOp: avg may show as premulsum)
-    e.root = frCollRooted(f) ? c.root : -1;
-    add(e);
-  }
-  for (const P2pTask& p : t.p2p) {
-    FrEntry e;
-    e.name = p.isSend ? "send" : "recv";
-    e.inCount = e.outCount = int64_t(p.bytes);
-    e.dtype = int(tcclUint8);
-    e.peer = p.peer;
-    add(e);
-  }
-  return span;
-}
-
-/// The check mode (check_mode.h), for a group of one communicator's collectives.
-tcclResult_t checkGroup(std::vector<CommTasks>& comms) {
-  if (comms.size() != 1) {
-    static std::atomic<bool> said{false};  // (once per process: the same for every such group)
-    if (!said.exchange(true)) {
-      TCCL_INFO(kColl, "check mode: groups over several communicators are not checked (one "
-                       "thread drives them: an out-of-band exchange would deadlock)");
-    }
-    return tcclSuccess;
-  }
-  const CommTasks& t = comms[0];
-  if (t.colls.empty()) return tcclSuccess;
-  return checkModeCompare(t, t.comm->fr->collectives() - t.colls.size() + 1);
-}
-
-}  // namespace
-
-tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
-  // (One communicator, the common case, records without a heap allocation: this runs on
-  // every call, and the host path of a small all-reduce takes a few hundred nanoseconds.)
-  FrSpan one;
-  std::vector<FrSpan> many(comms.size() > 1 ? comms.size() : 0);
-  FrSpan* spans = comms.size() > 1 ? many.data() : &one;
-  // TCCL_FAULT (fault_inject.h) strikes as its operation is called, before it is recorded: a
-  // stalled rank's record shows when it really joined.
-  if (faultEnabled()) {
-    for (CommTasks& t : comms) {
-      const uint64_t first = t.comm->fr->nextRecordId() + 1;  // (operations count from 1)
-      faultAtCall(t.comm, first, first + t.colls.size() + t.p2p.size() - 1);
-    }
-  }
-  for (size_t i = 0; i < comms.size(); i++) spans[i] = frRecord(comms[i]);
-  tcclResult_t res = checkModeEnabled() ? checkGroup(comms) : tcclSuccess;
-  if (res == tcclSuccess) res = launchGroup(comms);
-  for (size_t i = 0; i < comms.size(); i++) {
-    const FrSpan& sp = spans[i];
-    if (!sp.any) continue;
-    tcclComm* comm = comms[i].comm;
-    // Kernels launched (kernel.cu counts them): the operations complete with that launch.
-    // Otherwise they are over now: host buffers moved, nothing to move, captured into a
-    // graph (which runs later, as the graph's replays), or failed.
-    const uint64_t launches = comm->launches.load(std::memory_order_relaxed);
-    if (res == tcclSuccess && launches != sp.launches) {
-      comm->fr->launched(sp.first, sp.last, launches);
-    } else {
-      comm->fr->finish(sp.first, sp.last, res);
     }
   }
   return res;
