@@ -1,16 +1,13 @@
 /*
- * executor_host.cc: the host executor: items as fibers on the calling thread, or on the
- * communicator's worker pool. See executor.h.
+ * executor_host.cc: the host executor: one thread of the communicator's worker pool per item.
+ * See executor.h.
  *
  * Added in: stage 1.
  */
 #include "executor.h"
 
-#include <sched.h>
-
 #include "comm.h"
 #include "device/run_work.h"
-#include "fiber.h"
 #include "host_backend.h"
 #include "proxy.h"
 #include "trace.h"
@@ -26,7 +23,7 @@ WorkerPool::~WorkerPool() {
   for (auto& t : threads_) t.join();
 }
 
-void WorkerPool::start(int n, std::function<void(int)> fn, std::function<void()> last) {
+void WorkerPool::start(int n, std::function<void(int)> fn) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     while (int(threads_.size()) < n) {
@@ -34,7 +31,6 @@ void WorkerPool::start(int n, std::function<void(int)> fn, std::function<void()>
       threads_.emplace_back([this, index] { workerLoop(index); });
     }
     fn_ = std::move(fn);
-    last_ = std::move(last);
     active_ = n;
     remaining_ = n;
     generation_++;
@@ -62,16 +58,6 @@ void WorkerPool::workerLoop(int index) {
     lock.unlock();
     fn(index);
     lock.lock();
-    if (remaining_ == 1 && last_) {
-      // Every other worker of this generation has decremented remaining_ (under mutex_):
-      // this one returned last. `last` runs before our decrement, so wait() cannot return
-      // (nor the next start() replace last_) while it runs; unlocked, since it may take
-      // other locks (Proxy::hostBatchEnd).
-      auto last = last_;
-      lock.unlock();
-      last();
-      lock.lock();
-    }
     if (--remaining_ == 0) {
       lock.unlock();  // as in start(): the waiter should not wake into a held mutex
       doneCv_.notify_all();
@@ -109,109 +95,25 @@ HostBackend itemBackend(const tcclComm* comm, HostBackend be, int laneBase, cons
 
 }  // namespace
 
-tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<uint32_t>* status,
-                            bool callerRuns) {
+tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch,
+                            std::vector<uint32_t>* status) {
   status->assign(batch.nItems, kWorkOk);
   if (batch.nItems == 0) return tcclSuccess;
-  // Receives are posted before any item runs (MPI's pre-posted receives).
-  for (int i = 0; i < batch.nItems; i++) prepostP2pRecv(batch, batch.items[i]);
-  // From here until the last item returns our items are the progress engine (proxy.h).
-  Proxy* proxy = comm->proxy.get();
-  if (proxy) proxy->hostBatchBegin();
-  if (callerRuns) return tcclSuccess;  // finishHostBatch runs them, as fibers
   if (!comm->workers) comm->workers = std::make_unique<WorkerPool>(comm->rank);
   HostBackend be = hostBackend(comm);
   uint32_t* out = status->data();
-  // The engine role ends on the thread whose item returns last, not in finishHostBatch: an
-  // item may return with steps published but not sent (a staged send -- a reduction's, from
-  // stage 2 on -- posts and goes on; a full socket keeps the steps in the FIFO), and the
-  // caller may be blocked collecting another communicator's batch of the group -- one that
-  // waits, through the peers, for exactly those steps. The interleaving this closes:
-  //   1. the caller starts X's batch, then R's (hostBatchBegin: R's proxy thread parks);
-  //   2. R's item posts its last steps: its send pass fills the socket (or finds the pass
-  //      taken) and leaves the rest to the proxy thread with a kick -- which the parked
-  //      thread does not act on, since the executors are the engine;
-  //   3. R's item returns: no executor of R runs passes any more;
-  //   4. the caller blocks in finishHostBatch(X): X's item waits for a peer whose own
-  //      collective on R waits for the steps of step 2.
-  // Were hostBatchEnd to come only after 4, in finishHostBatch(R), no thread would send them.
-  // Here it comes right after 3 and wakes the proxy thread when a send FIFO still holds steps.
-  std::function<void()> last;
-  if (proxy) last = [proxy] { proxy->hostBatchEnd(); };
-  comm->workers->start(
-      batch.nItems,
-      [comm, be, &batch, out](int i) {
-        HostBackend mine = itemBackend(comm, be, kTraceTidWorker, "worker", i);
-        out[i] = runWorkItem(mine, batch, i);
-      },
-      std::move(last));
+  comm->workers->start(batch.nItems, [comm, be, &batch, out](int i) {
+    HostBackend mine = itemBackend(comm, be, kTraceTidWorker, "worker", i);
+    out[i] = runWorkItem(mine, batch, i);
+  });
   return tcclSuccess;
 }
-
-namespace {
-
-/// Runs every item of the batch on this thread, one fiber per item (fiber.h). A fiber whose
-/// item must wait yields; after a round in which no item got past a wait, this thread runs
-/// progress passes, yields the core a few times, and finally sleeps where the bytes arrive
-/// (the engine's poll(), proxy.h) -- the ladder a pool thread climbs in waitAtLeast.
-tcclResult_t runItemsAsFibers(tcclComm* comm, const WorkBatch& batch,
-                              std::vector<uint32_t>& status) {
-  auto& fibers = comm->fibers;
-  while (int(fibers.size()) < batch.nItems) fibers.push_back(std::make_unique<Fiber>());
-  uint64_t ticks = 0;  // waits passed and progress passes that moved something
-  HostBackend be = hostBackend(comm);
-  be.yield = &Fiber::yield;
-  be.fiberTicks = &ticks;
-  for (int i = 0; i < batch.nItems; i++) {
-    tcclResult_t res = fibers[i]->start([comm, &be, &batch, &status, i] {
-      HostBackend mine = itemBackend(comm, be, kTraceTidFiber, "fiber", i);
-      status[i] = runWorkItem(mine, batch, i);
-    });
-    // (No fiber has run yet: on failure there is nothing to unwind, and the next batch's
-    // start() replaces the functions set here.)
-    if (res != tcclSuccess) return res;
-  }
-  int idle = 0;
-  for (;;) {
-    const uint64_t before = ticks;
-    // Sampled before the round: progress made during it (by the proxy or the engine) moves
-    // the sequence, and the sleep below then returns at once (see ProgressSignal).
-    const uint32_t seen = comm->progress.seq();
-    int live = 0;  // items not finished after this round (resume() of a finished one is a no-op)
-    for (int i = 0; i < batch.nItems; i++) live += fibers[i]->resume() ? 0 : 1;
-    if (live == 0) break;
-    if (ticks != before || be.proxy->tryProgress()) {
-      idle = 0;  // something moved: give every item another turn at once
-      continue;
-    }
-    if (++idle < 64) {
-      // A reply usually comes within microseconds: look again soon, but give the core away
-      // first if another process wants it (MPI does the same when ranks outnumber cores; a
-      // pure spin here made 4 ranks on 2 cores 1.5x slower).
-      sched_yield();
-      continue;
-    }
-    // Every item waits and nothing moves: sleep until something may have.
-    be.proxy->waitForProgress(comm->progress, seen, 1000);
-    idle = 0;
-  }
-  return tcclSuccess;
-}
-
-}  // namespace
 
 tcclResult_t finishHostBatch(tcclComm* comm, const WorkBatch& batch,
-                             std::vector<uint32_t>& status, bool callerRuns) {
+                             std::vector<uint32_t>& status) {
   if (batch.nItems == 0) return tcclSuccess;
+  comm->workers->wait();
   tcclResult_t res = tcclSuccess;
-  if (callerRuns) {
-    res = runItemsAsFibers(comm, batch, status);
-    // The items have all returned, on this thread: what is left in the FIFOs is the proxy's.
-    if (comm->proxy) comm->proxy->hostBatchEnd();
-  } else {
-    comm->workers->wait();  // the last worker has called hostBatchEnd (startHostBatch)
-  }
-  if (res != tcclSuccess) return res;
   for (int i = 0; i < batch.nItems; i++) {
     if (status[i] != kWorkOk && res == tcclSuccess) res = workStatusResult(status[i], batch.items[i]);
   }

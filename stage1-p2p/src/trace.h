@@ -6,7 +6,7 @@
  *
  *   lane "api" (tid 0)          each operation of a group: name, sequence number, count, type,
  *                               op, root or peer, algorithm (traceOp, from group_launch.cc)
- *   lanes "fiber i" / "worker i" / "GPU block i"
+ *   lanes "worker i" / "GPU block i"
  *                               the primitive calls and FIFO steps of work item i
  *                               (device/trace_record.h records, emitted by traceRecordEmit)
  *   lanes "proxy send to p ch c" / "proxy recv from p ch c"
@@ -42,7 +42,6 @@ struct Connector;
 
 /// Lanes (trace tids) of one rank.
 constexpr int kTraceTidApi = 0;
-constexpr int kTraceTidFiber = 1;        // + item index
 constexpr int kTraceTidWorker = 200;     // + item index
 constexpr int kTraceTidGpuBlock = 400;   // + block index
 constexpr int kTraceTidProxy = 1000;     // + 2 * (peer * 256 + channel) + isSend

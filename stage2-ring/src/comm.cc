@@ -28,7 +28,6 @@
 #include <unordered_set>
 
 #include "executor.h"
-#include "fiber.h"
 #include "proxy.h"
 #include "trace.h"
 
@@ -213,7 +212,6 @@ tcclResult_t commFree(tcclComm* comm, bool abort) {
   if (comm->proxy && !abort) drainSendFifos(comm);
   if (comm->proxy) comm->proxy->stop();
   comm->workers.reset();
-  comm->fibers.clear();
   for (auto& [key, c] : comm->connectors) {
     if (c->transportComm) c->transportComm->free(*c);
   }

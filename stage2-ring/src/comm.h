@@ -41,7 +41,6 @@ namespace tccl {
 
 class Proxy;
 class WorkerPool;
-class Fiber;
 
 /// What each rank tells the others at init (all-gathered over the bootstrap).
 struct PeerInfo {
@@ -94,7 +93,6 @@ struct tcclComm {
   tccl::ProgressSignal progress;   // the proxy notifies it whenever it moves a counter
   std::unique_ptr<tccl::Proxy> proxy;
   std::unique_ptr<tccl::WorkerPool> workers;
-  std::vector<std::unique_ptr<tccl::Fiber>> fibers;  // host items run on the caller (fiber.h)
 
   // GPU launches: each waits for the previous one so operations stay in issue order even when
   // the user switches streams.

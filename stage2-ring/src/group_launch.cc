@@ -179,8 +179,7 @@ void bindConnectors(Phase& phase) {
 }
 
 /// Step 4 for one phase of one communicator: launch on the GPU, or start on the host pool.
-/// callerRuns: this thread drives only this communicator, so it runs the items itself.
-tcclResult_t runPhase(CommTasks& tasks, bool onDevice, Phase& phase, bool callerRuns) {
+tcclResult_t runPhase(CommTasks& tasks, bool onDevice, Phase& phase) {
   tcclComm* comm = tasks.comm;
   bindConnectors(phase);
   phase.batch.abortFlag = comm->abortFlag;
@@ -196,7 +195,7 @@ tcclResult_t runPhase(CommTasks& tasks, bool onDevice, Phase& phase, bool caller
     if (comm->haveLaunched) TCCL_CHECK(eventSynchronize(comm->lastLaunch));
     TCCL_CHECK(streamSynchronize(tasks.stream));
   }
-  TCCL_CHECK(startHostBatch(comm, phase.batch, &phase.status, callerRuns));
+  TCCL_CHECK(startHostBatch(comm, phase.batch, &phase.status));
   phase.started = true;
   return tcclSuccess;
 }
@@ -232,12 +231,11 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
   // (several ranks may be driven by this one thread); GPU batches are simply launched.
   size_t nPhases = 0;
   for (auto& plan : plans) nPhases = std::max(nPhases, plan.phases.size());
-  const bool callerRuns = plans.size() == 1;
   tcclResult_t res = tcclSuccess;
   for (size_t ph = 0; ph < nPhases && res == tcclSuccess; ph++) {
     for (size_t i = 0; i < plans.size() && res == tcclSuccess; i++) {
       if (ph < plans[i].phases.size()) {
-        res = runPhase(comms[i], plans[i].onDevice, plans[i].phases[ph], callerRuns);
+        res = runPhase(comms[i], plans[i].onDevice, plans[i].phases[ph]);
       }
     }
     for (size_t i = 0; i < plans.size(); i++) {
@@ -246,7 +244,7 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
       // A failure after some batches started would leave them waiting for peers that will
       // never come: abort those communicators so their items return.
       if (res != tcclSuccess) comms[i].comm->setError(res);
-      tcclResult_t r = finishHostBatch(comms[i].comm, phase.batch, phase.status, callerRuns);
+      tcclResult_t r = finishHostBatch(comms[i].comm, phase.batch, phase.status);
       if (res == tcclSuccess) res = r;
     }
   }

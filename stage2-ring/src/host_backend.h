@@ -3,11 +3,10 @@
  *
  * What it is: the CPU half of the executor contract (device/device_backend.cuh is the other).
  * One host worker thread runs one WorkItem, so the "block" is one thread: sync() is empty and
- * the thread is always the leader. Posting stores the counter, then runs the proxy's progress
- * right here (the bytes just posted usually leave without any thread hand-off) and kicks
- * whoever sleeps in the proxy's poll() for whatever is left. Waiting drives progress too, then
- * spins briefly, then sleeps: in the proxy's poll() if no other thread is in it (the waiter
- * becomes the progress engine), else on the communicator's ProgressSignal.
+ * the thread is always the leader. Posting stores the counter and kicks the proxy thread,
+ * which moves the step (proxy.h). Waiting spins briefly (a reply often comes within
+ * microseconds), then sleeps on the communicator's ProgressSignal, which the proxy notifies
+ * whenever it moves a counter.
  *
  * Invariants: waitAtLeast returns only when the counter has reached the value (acquire) or the
  * abort flag is raised; post makes the slot visible before the counter (release).
@@ -41,29 +40,12 @@ class Kickable {
   virtual ~Kickable() = default;
   /// Wakes the proxy thread if it sleeps.
   virtual void kick() = 0;
-  /// Runs one pass of the proxy's progress on the calling thread, if nobody else is doing it
-  /// right now. Returns true when anything moved. (An MPI-style progress engine: the thread
-  /// that waits drives progress itself instead of waking another thread to do it.)
-  virtual bool tryProgress() { return false; }
-  /// Sleeps until progress may have happened (the signal moved past `seen`) or `timeoutUs`
-  /// passes. The proxy overrides it so that one waiter sleeps where the bytes arrive.
-  virtual void waitForProgress(ProgressSignal& signal, uint32_t seen, long timeoutUs) {
-    signal.wait(seen, timeoutUs);
-  }
 };
 
 struct HostBackend {
-  /// Host threads can hand the proxy pointers into user buffers (see fifo.h, direct mode).
-  static constexpr bool kDirect = true;
   const volatile uint32_t* abortFlag;
   ProgressSignal* progress;  // notified by the proxy whenever it moves a counter
   Kickable* proxy;           // kicked after we move a counter
-  // Set when the items run as fibers on one thread (executor_host.cc): a wait that cannot
-  // pass calls yield (Fiber::yield: the next item runs) instead of spinning, and every wait
-  // passed (or progress pass that moved something) bumps fiberTicks, which tells the
-  // scheduler that the round was not idle.
-  void (*yield)() = nullptr;
-  uint64_t* fiberTicks = nullptr;
   // Step timeline (trace.h): where this item's records go (traceRecordEmit), and its lane;
   // no sink: tracing is off. (A pointer, so that this header needs nothing linked in.)
   void (*traceSink)(int pid, int tid, const TraceRecord& r, int64_t offsetNs) = nullptr;
@@ -76,23 +58,6 @@ struct HostBackend {
   /// Waits until *counter >= value; false on abort or when the peer closed the connection
   /// before the value arrived.
   bool waitAtLeast(const uint64_t* counter, uint64_t value, const uint32_t* closed) const {
-    if (loadAcquire(counter) >= value) return passed();
-    // We may just have offered a buffer or allowed staging (fifo.h): an engine asleep in
-    // poll() does not watch a socket whose step waits for that decision. Wake it.
-    proxy->kick();
-    if (yield != nullptr) {
-      // A fiber: look, run a progress pass, and otherwise let the other items run.
-      for (;;) {
-        if (loadAcquire(counter) >= value) return passed();
-        if (__atomic_load_n(abortFlag, __ATOMIC_ACQUIRE) != 0) return false;
-        if (loadFlag(closed) != 0) return loadAcquire(counter) >= value;
-        if (proxy->tryProgress()) {
-          ++*fiberTicks;
-          continue;
-        }
-        yield();
-      }
-    }
     for (int spin = 0;; spin++) {
       if (loadAcquire(counter) >= value) return true;
       // Atomic: the flag is raised by another thread (the proxy, tcclCommAbort).
@@ -101,21 +66,15 @@ struct HostBackend {
         // The proxy sets closed after its last counter store: one more look, then give up.
         return loadAcquire(counter) >= value;
       }
-      if (proxy->tryProgress()) {
-        spin = 0;  // something moved: look again at once
-        continue;
-      }
       if (spin < 128) {
         cpuRelax();  // a short spin catches the common case of a quick reply
         continue;
       }
       // Sample, re-check, sleep: see ProgressSignal for why no wake-up is lost. The 1 ms cap
       // bounds the delay when the counter is moved by someone who does not notify (a GPU).
-      // One waiter sleeps in the proxy's poll() instead (Proxy::waitForProgress): it wakes
-      // when the bytes arrive and moves them itself, with no thread hand-off.
       uint32_t seen = progress->seq();
       if (loadAcquire(counter) >= value) return true;
-      proxy->waitForProgress(*progress, seen, 1000);
+      progress->wait(seen, 1000);
     }
   }
 
@@ -123,15 +82,9 @@ struct HostBackend {
   uint64_t traceNow() const { return traceSink != nullptr ? traceNowNs() : 0; }
   void traceEmit(const TraceRecord& r) const { traceSink(tracePid, traceTid, r, 0); }
 
-  bool passed() const {
-    if (fiberTicks != nullptr) ++*fiberTicks;
-    return true;
-  }
-
   void post(uint64_t* counter, uint64_t value) const {
     storeRelease(counter, value);  // release: the slot bytes and size are visible first
-    proxy->tryProgress();          // send what we just published, on this thread
-    proxy->kick();                 // the proxy thread finishes whatever did not fit
+    proxy->kick();                 // the proxy thread moves the step (or frees the slot)
   }
 
   template <typename T, typename Fn>

@@ -27,7 +27,7 @@ constexpr int kClockRounds = 16;
 /// The event names of executor records, indexed by TraceWhat.
 const char* const kWhatNames[] = {"send",  "recv", "copySend", "recvCopySend", "recvReduceSend",
                                   "recvReduceCopy", "recvReduceCopySend", "wait recv",
-                                  "wait send", "copy", "reduce", "direct"};
+                                  "wait send", "copy", "reduce"};
 static_assert(sizeof(kWhatNames) / sizeof(kWhatNames[0]) == size_t(TraceWhat::kCount),
               "one name per TraceWhat");
 

@@ -2,7 +2,7 @@
  * executor_host.cc: the host executor: items as fibers on the calling thread, or on the
  * communicator's worker pool. See executor.h.
  *
- * Added in: stage 1.
+ * Added in: stage 1; the host fast path (fibers, pre-posted receives, the engine role) in stage 3.
  */
 #include "executor.h"
 

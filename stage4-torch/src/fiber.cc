@@ -1,7 +1,7 @@
 /*
  * fiber.cc: Fiber on ucontext, with the sanitizers' fiber annotations. See fiber.h.
  *
- * Added in: stage 1.
+ * Added in: stage 3 (the host fast path).
  */
 #include "fiber.h"
 

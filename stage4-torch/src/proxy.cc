@@ -1,7 +1,7 @@
 /*
  * proxy.cc: the proxy thread's loop. See proxy.h.
  *
- * Added in: stage 1.
+ * Added in: stage 1; the host fast path (tryProgress, waitForProgress, the park) in stage 3.
  */
 #include "proxy.h"
 
@@ -167,8 +167,8 @@ void Proxy::sleep(int timeoutMs) {
   }
   sleeping_.store(true);
   if (!kicked_.load() && !stop_.load()) {
-    // The cap: a counter moved by someone who cannot kick (never in stage 1 outside GPU ops,
-    // which keep the proxy thread awake) is still noticed.
+    // The cap: a counter moved by someone who cannot kick (on a host-only communicator only
+    // a GPU op, which keeps the proxy thread awake anyway) is still noticed.
     poll(fds.data(), fds.size(), timeoutMs);
   }
   sleeping_.store(false);

@@ -16,7 +16,7 @@
  *
  * NCCL counterpart: src/enqueue.cc (ncclLaunchKernel) for the GPU path; the host executor has
  * no NCCL counterpart (its single-thread mode is MPI's progress engine).
- * Added in: stage 1.
+ * Added in: stage 1; the host fast path (fibers on the calling thread) in stage 3.
  */
 #ifndef TCCL_EXECUTOR_H_
 #define TCCL_EXECUTOR_H_

@@ -16,7 +16,7 @@
  * TSan's fiber annotations), so they follow the stacks instead of reporting false errors.
  *
  * NCCL counterpart: none (a host executor is tccl's); the idea is the GPU's warp scheduling.
- * Added in: stage 1.
+ * Added in: stage 3 (the host fast path).
  */
 #ifndef TCCL_FIBER_H_
 #define TCCL_FIBER_H_

@@ -14,7 +14,7 @@
  * abort flag is raised; post makes the slot visible before the counter (release).
  *
  * NCCL counterpart: none (NCCL has no host executor); mirrors prims_simple.h's waitPeer/postPeer.
- * Added in: stage 1.
+ * Added in: stage 1; the host fast path (progress passes, fibers, direct mode) in stage 3.
  */
 #ifndef TCCL_HOST_BACKEND_H_
 #define TCCL_HOST_BACKEND_H_

@@ -34,7 +34,7 @@
  * an engine.
  *
  * NCCL counterpart: src/proxy.cc (ncclProxyProgress, progressOps), src/include/proxy.h.
- * Added in: stage 1.
+ * Added in: stage 1; the host fast path (the executors as progress engine) in stage 3.
  */
 #ifndef TCCL_PROXY_H_
 #define TCCL_PROXY_H_

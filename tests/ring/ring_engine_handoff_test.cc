@@ -29,7 +29,7 @@
  * connectors B reads is no longer changed by A's thread.
  *
  * NCCL counterpart: none (NCCL's proxy thread never steps aside for host threads).
- * Added in: the issue #36 fix, for stage 2 and every later stage.
+ * Added in: the issue #36 fix, for stage 3 (the host fast path) and every later stage.
  */
 #include <gtest/gtest.h>
 

@@ -15,7 +15,8 @@
 #   ring_errors   bad input: exact codes, messages, nothing hangs (1..3 ranks)
 #   ring_threads  tcclCommInitAll, 1..5 ranks in one process (no MPI: GoogleTest's own main)
 #   ring_engine_handoff  issue #36 in a fixed order: a reduce's sends left behind its item
-#                 while the caller waits for another communicator of the group
+#                 while the caller waits for another communicator of the group (stage 3 on:
+#                 the executors are the progress engine from the host fast path on)
 #
 # Budget: the whole ring suite runs in about 2 minutes on the 2-core CI machine (np 3+ is
 # oversubscribed there). Timeouts are caps for hangs, not estimates.
@@ -78,8 +79,11 @@ if(TARGET GTest::gtest_main)
   tccl_stage_test_executable(${_t} PUBLIC_API GTEST_MAIN SOURCES ${_ring_src}/ring_threads_test.cc)
   tccl_add_test(NAME ${TCCL_STAGE_PREFIX}ring_threads COMMAND ${_t}
     LABELS ${_ring_labels} TIMEOUT 120)
+endif()
+if(TARGET GTest::gtest_main AND TCCL_STAGE_NUM GREATER_EQUAL 3)
   # Issue #36 replayed: a group's second communicator leaves sends behind its last item
-  # (the stage's internals: not PUBLIC_API; ranks as threads of a forked child).
+  # (the stage's internals: not PUBLIC_API; ranks as threads of a forked child). From stage 3,
+  # where host items become the proxy's progress engine (the host fast path).
   set(_t ${TCCL_STAGE_PREFIX}test_ring_engine_handoff)
   tccl_stage_test_executable(${_t} GTEST_MAIN SOURCES ${_ring_src}/ring_engine_handoff_test.cc
     INCLUDES ${_ring_src}/../p2p)

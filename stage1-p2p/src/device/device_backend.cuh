@@ -23,8 +23,6 @@
 namespace tccl {
 
 struct DeviceBackend {
-  /// Device buffers cannot be handed to a host proxy: every step is staged in the FIFO.
-  static constexpr bool kDirect = false;
   const volatile uint32_t* abortFlag;
   // Step timeline (device/trace_record.h): this block's record buffer, null when tracing is off; the
   // leader counts its records here and the kernel stores the count once at the end (one

@@ -21,21 +21,6 @@
  *  - The FIFO lives in host memory; when the communicator has a GPU it is pinned and mapped so
  *    that a kernel reads and writes it through the same (UVA) pointers.
  *
- * Direct mode (host buffers on a proxy transport): instead of staging a step's bytes in the
- * slot, the producer may publish a pointer to its user buffer (ptrs[slot]) for the proxy to
- * send from, and the consumer may offer a user buffer (ptrs[slot], ptrSizes[slot]) for the
- * proxy to receive into. Which of the two -- the consumer offering or the proxy staging --
- * decides a receive step is settled by one compare-and-swap on claims[slot], whose value is
- * (step << 2) | who, so the two can never both think they own it. The consumer offers every
- * step of a receive that fits in the FIFO up front (a pre-posted receive, in MPI's words), so
- * the proxy finds the offer even when the consumer's thread is slow to come back. That saves
- * the two memcpys a staged step costs, which is what lets host-memory sends match MPI over TCP.
- * A host consumer that wants a step in the slot says so too (`staged`), so that a step nobody
- * has decided on yet -- one that arrived before the receive that will take it was posted --
- * can wait in the socket, as MPI's rendezvous keeps large messages on the sender until they
- * are matched, instead of being staged and copied. (A GPU consumer never decides: on a
- * communicator with a GPU the proxy stages every undecided step, as before.)
- *
  * NCCL counterpart: src/include/device.h (ncclConnInfo, NCCL_STEPS, connFifo sizes) and the
  * waitPeer/postPeer logic of src/device/prims_simple.h.
  * Added in: stage 1.
@@ -72,22 +57,7 @@ struct ConnFifo {
   // Set (after the last tail) by a proxy whose peer closed the connection cleanly between
   // steps: a consumer still waiting for data then fails instead of waiting forever.
   alignas(64) uint32_t closed;
-  // Direct mode (see above): per slot, the user buffer standing in for the slot's staging
-  // space, the bytes it can take (receive side), and who decided (receive side).
-  alignas(64) char* ptrs[kNSteps];
-  int64_t ptrSizes[kNSteps];
-  uint64_t claims[kNSteps];
-  // Receive side, host consumer: steps below `staged` may go to the staging slots (the
-  // consumer reads them from there). Steps nobody has decided on yet wait in the socket.
-  uint64_t staged;
 };
-
-/// claims[slot] values: (step << 2) | kClaimBy...
-constexpr uint64_t kClaimByConsumer = 1;  // the consumer offered ptrs[slot]: receive there
-constexpr uint64_t kClaimByProxy = 2;     // the proxy got there first: staged in the slot
-TCCL_HOST_DEVICE inline uint64_t claimValue(uint64_t step, uint64_t who) {
-  return (step << 2) | who;
-}
 
 /// One side's view of a connection, as NCCL's ncclConnInfo. Shared by the host executor, the
 /// GPU kernel and the proxy; lives in the same (mapped) host allocation as the FIFO.
@@ -96,7 +66,6 @@ struct ConnInfo {
   ConnFifo* fifo;      // counters for this side's FIFO
   uint64_t stepBytes;  // bytes per slot; the same on every rank (TCCL_BUFFSIZE / kNSteps)
   uint64_t step;       // next step this side will produce or consume
-  uint32_t direct;     // the transport accepts direct (user-buffer) steps from a host executor
   int32_t peer;        // the rank at the other end, and the channel: names the connection in
   int32_t channel;     // step traces (trace.h)
 };
@@ -133,62 +102,6 @@ TCCL_HOST_DEVICE inline uint32_t loadFlag(const uint32_t* p) {
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 #endif
 }
-
-#if !defined(__CUDA_ARCH__)
-/// Direct receive, consumer side (host only: kernels never use direct mode): offer `dst`
-/// (`bytes` long) for the bytes of `step`, which must not be consumed yet and must be below
-/// head + kNSteps, so that its slot's previous step is done with. Returns true when the step
-/// will land in dst (this offer won, or an earlier offer of the same step did), false when the
-/// proxy had already claimed it for the staging slot (the consumer then copies from the slot).
-inline bool offerRecvStep(ConnFifo* f, uint64_t step, char* dst, int64_t bytes) {
-  const int slot = int(step % kNSteps);
-  uint64_t seen = __atomic_load_n(&f->claims[slot], __ATOMIC_ACQUIRE);
-  if (seen == claimValue(step, kClaimByConsumer)) return true;  // pre-posted at launch
-  // (Who is 0 only in the initial value: nobody has claimed any step of this slot yet.)
-  if ((seen >> 2) == step && (seen & 3) != 0) return false;     // the proxy was first
-  // Nobody reads ptrs/ptrSizes of this step before it is claimed for us, below.
-  f->ptrs[slot] = dst;
-  f->ptrSizes[slot] = bytes;
-  // Release: ptrs/ptrSizes are visible to the proxy once it sees our claim. A failed CAS means
-  // the proxy claimed the step just now: it stages, and never looks at ptrs.
-  return __atomic_compare_exchange_n(&f->claims[slot], &seen, claimValue(step, kClaimByConsumer),
-                                     false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-}
-#endif
-
-/// Receive side, host consumer: the steps below `end` may be staged in the slots (they feed a
-/// reduction or a forward, which read the slot). Only the consumer writes `staged`. (Host
-/// only, like the offers: kernels never decide, see receiveDestination.)
-TCCL_HOST_DEVICE inline void allowStaging(ConnFifo* f, uint64_t end) {
-#if !defined(__CUDA_ARCH__)
-  if (end > f->staged) __atomic_store_n(&f->staged, end, __ATOMIC_RELEASE);
-#endif
-}
-
-/// Direct receive, consumer side: the offers of one receive of `bytes` into `dst`, made ahead
-/// step by step (a pre-posted receive). Steps are cut as the primitives cut them: `stepBytes`
-/// each, the last one shorter. The primitive and the launcher's pre-post (p2p.h) both offer
-/// through here, so the two can never cut the same receive differently.
-struct RecvOffers {
-  uint64_t next;        // the next step to offer
-  size_t offered = 0;   // bytes of dst offered so far
-  uint32_t won = 0;     // bit (step % kNSteps): that step will land in dst
-
-  TCCL_HOST_DEVICE bool landed(uint64_t step) const { return (won >> (step % kNSteps)) & 1u; }
-
-  /// Offers the steps below `end` while bytes remain (host only: kernels never offer).
-  TCCL_HOST_DEVICE void offerUpTo(ConnFifo* f, uint64_t stepBytes, char* dst, size_t bytes,
-                                  uint64_t end) {
-#if !defined(__CUDA_ARCH__)
-    for (; next < end && offered < bytes; next++) {
-      const size_t m = (bytes - offered < stepBytes) ? bytes - offered : stepBytes;
-      const uint32_t bit = 1u << (next % kNSteps);
-      won = offerRecvStep(f, next, dst + offered, int64_t(m)) ? (won | bit) : (won & ~bit);
-      offered += m;
-    }
-#endif
-  }
-};
 
 }  // namespace tccl
 

@@ -50,22 +50,6 @@ TCCL_HOST_DEVICE uint32_t runP2pItem(Backend& be, const WorkBatch& batch, const 
   return prims.finish();
 }
 
-#if !defined(__CUDA_ARCH__)
-/// Host executor, at launch: pre-post the first receive of a p2p item (up to kNSteps steps,
-/// exactly as the primitive will cut them) before any thread is handed the item. Bytes the peer
-/// sends while the item still waits for its thread then land in the user buffer instead of a
-/// staging slot; the primitive's own offers of those steps find them already made.
-inline void prepostP2pRecv(const WorkBatch& batch, const WorkItem& item) {
-  ConnInfo* c = item.recvConn;
-  if (item.kind != WorkKind::kP2p || c == nullptr || !c->direct || item.elemCount == 0) return;
-  const WorkElem& w = batch.elems[item.elemStart];
-  if (w.func != WorkFunc::kRecv || w.recvbuff == nullptr) return;
-  RecvOffers offers{c->step};
-  offers.offerUpTo(c->fifo, c->stepBytes, static_cast<char*>(w.recvbuff), w.count,
-                   c->step + kNSteps);
-}
-#endif
-
 }  // namespace tccl
 
 #endif  // TCCL_DEVICE_P2P_H_

@@ -20,11 +20,6 @@
  * thread) and on the GPU (one thread block): the Backend supplies waiting, posting and the
  * reduceCopy loop (host_backend.h, device_backend.cuh).
  *
- * On the host, over a transport with a proxy, steps go direct where they can (fifo.h): a plain
- * send lends src to the proxy, a call with a dst and a send lends dst once the step's result is
- * written there (one write instead of two), and a receive without a reduction (recv,
- * recvCopySend) pre-posts dst, so a forwarded step goes from socket to dst to socket untouched.
- *
  * With TCCL_TRACE_FILE set, each call and each of its steps leaves a record (device/trace_record.h):
  * the waits, the copy or reduction, the call as a whole with the chunk index the algorithm
  * gave with chunk(c). The records of a step are taken at the protocol's edges -- a wait ends
@@ -119,41 +114,13 @@ class Primitives {
     const uint64_t tCall = be_.traceNow();  // 0 when tracing is off (then nothing is recorded)
     ConnInfo* c = doSend ? send_ : recv_;
     const size_t stepElems = (c ? c->stepBytes : n * sizeof(T)) / sizeof(T);
-    // Direct mode (fifo.h) for a pure send or a pure receive of plain data on the host.
-    const bool directSend = Backend::kDirect && Fn::kPlain && doSend && !doRecv && src && !dst &&
-                            send_->direct;
-    // The step's result is written to dst anyway and is also what goes to the next rank: lend
-    // dst to the proxy instead of writing the same bytes a second time into the send slot.
-    const bool sendFromDst = Backend::kDirect && doSend && dst && send_->direct;
-    // A receive without a reduction lands in dst directly; when it also sends (recvCopySend)
-    // the send then lends dst, so a forwarded step is never copied in user space at all. (Only
-    // with a lending send: a slot-reading send would need a copy of what landed.)
-    const bool directRecv = Backend::kDirect && doRecv && !src && dst && recv_->direct &&
-                            (!doSend || sendFromDst);
-    RecvOffers offers{recvStep_};  // a direct receive's offers (fifo.h)
-    // Any other receive on the host reads the slot: steps up to this call's last may be staged.
-    const bool stagedRecv = Backend::kDirect && doRecv && !directRecv && recv_->direct;
-    const uint64_t endStep = recvStep_ + (n + stepElems - 1) / stepElems;  // this call's last + 1
     for (size_t off = 0; off < n; off += stepElems) {
       const size_t m = (n - off < stepElems) ? n - off : stepElems;
       const T* recvSlot = nullptr;
       T* sendSlot = nullptr;
-      bool landed = false;  // a direct receive: the proxy wrote straight into dst
       uint64_t t = be_.traceNow();
       if (doRecv) {
         const int slot = int(recvStep_ % kNSteps);
-        if (directRecv) {
-          // Pre-post receives, as MPI does: offer every step of this call that fits in the
-          // FIFO (the slots of steps below recvStep_ + kNSteps are all consumed), so bytes
-          // that arrive while this thread is away still land in dst instead of a slot.
-          offers.offerUpTo(recv_->fifo, stepElems * sizeof(T), reinterpret_cast<char*>(dst),
-                           n * sizeof(T), recvStep_ + kNSteps);
-          landed = offers.landed(recvStep_);
-        }
-        if (stagedRecv) {
-          const uint64_t ahead = recvStep_ + kNSteps;  // the FIFO holds no more than this
-          allowStaging(recv_->fifo, ahead < endStep ? ahead : endStep);
-        }
         // >>> exercise 1.1: the consumer's wait and size check
         // Protocol step 1 (consumer): wait until the producer has published this step.
         if (!be_.waitAtLeast(&recv_->fifo->tail, recvStep_ + 1, &recv_->fifo->closed)) {
@@ -179,24 +146,16 @@ class Primitives {
         t = be_.traceNow();
         const int slot = int(sendStep_ % kNSteps);
         sendSlot = reinterpret_cast<T*>(send_->buff + slot * send_->stepBytes);
-        // Direct: the proxy sends from the user buffer; otherwise from the slot.
-        char* lent = directSend ? (char*)(src + off) : sendFromDst ? (char*)(dst + off) : nullptr;
-        if (be_.leader()) send_->fifo->ptrs[slot] = lent;
-        if (sendFromDst) sendSlot = nullptr;  // the data goes to dst only
       }
       // Step 2: move (and combine) the data. Sources: the received slot and/or the user input;
       // destinations: the user output and/or the send slot.
-      if (!landed && !directSend) {
-        const T* userIn = src ? src + off : nullptr;
-        T* d0 = dst ? dst + off : sendSlot;
-        T* d1 = (dst && sendSlot) ? sendSlot : nullptr;
-        be_.reduceCopy(recvSlot, userIn, d0, d1, m, fn_, postOp);
-      }
+      const T* userIn = src ? src + off : nullptr;
+      T* d0 = dst ? dst + off : sendSlot;
+      T* d1 = (dst && sendSlot) ? sendSlot : nullptr;
+      be_.reduceCopy(recvSlot, userIn, d0, d1, m, fn_, postOp);
       // Traced before tail moves: the consumer can only see this step later.
-      traceStep(landed || directSend ? TraceWhat::kDirect
-                : (recvSlot && src)  ? TraceWhat::kReduce
-                                     : TraceWhat::kCopy,
-                t, doRecv ? recvStep_ : kTraceNoStep, doSend ? sendStep_ : kTraceNoStep,
+      traceStep((recvSlot && src) ? TraceWhat::kReduce : TraceWhat::kCopy, t,
+                doRecv ? recvStep_ : kTraceNoStep, doSend ? sendStep_ : kTraceNoStep,
                 int64_t(m * sizeof(T)));
       // Step 3: publish. The producer records the size, then moves tail (the backend fences so
       // the slot and size are visible first); the consumer frees the slot by moving head.
@@ -205,12 +164,6 @@ class Primitives {
         be_.post(&send_->fifo->tail, ++sendStep_);
       }
       if (doRecv) be_.post(&recv_->fifo->head, ++recvStep_);
-    }
-    // A direct send lent the proxy pointers into src or dst: return only once it has sent
-    // them all (the caller may change both as soon as the operation is over).
-    if ((directSend || sendFromDst) && sendStep_ > 0 &&
-        !be_.waitAtLeast(&send_->fifo->head, sendStep_, &send_->fifo->closed)) {
-      return fail(loadFlag(&send_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
     }
     if (be_.tracing()) {
       TraceRecord r = record(prim, tCall, kTraceNoStep, kTraceNoStep, int64_t(n * sizeof(T)));

@@ -34,11 +34,11 @@
  * has decided on yet -- one that arrived before the receive that will take it was posted --
  * can wait in the socket, as MPI's rendezvous keeps large messages on the sender until they
  * are matched, instead of being staged and copied. (A GPU consumer never decides: on a
- * communicator with a GPU the proxy stages every undecided step, as before.)
+ * communicator with a GPU the proxy stages every undecided step.)
  *
  * NCCL counterpart: src/include/device.h (ncclConnInfo, NCCL_STEPS, connFifo sizes) and the
  * waitPeer/postPeer logic of src/device/prims_simple.h.
- * Added in: stage 1.
+ * Added in: stage 1; the host fast path (direct mode: pointers, claims, staged) in stage 3.
  */
 #ifndef TCCL_DEVICE_FIFO_H_
 #define TCCL_DEVICE_FIFO_H_

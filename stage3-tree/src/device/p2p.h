@@ -11,7 +11,7 @@
  * matches a receive of n bytes on the peer (the FIFO's per-step size check catches a mismatch).
  *
  * NCCL counterpart: src/device/sendrecv.h (runSend, runRecv).
- * Added in: stage 1.
+ * Added in: stage 1; the host fast path (prepostP2pRecv) in stage 3.
  */
 #ifndef TCCL_DEVICE_P2P_H_
 #define TCCL_DEVICE_P2P_H_

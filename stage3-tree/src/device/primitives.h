@@ -44,7 +44,7 @@
  *
  * NCCL counterpart: src/device/primitives.h, src/device/prims_simple.h (genericOp, waitPeer,
  * postPeer).
- * Added in: stage 1; fan-in and fan-out of two in stage 3.
+ * Added in: stage 1; direct steps and fan-in and fan-out of two in stage 3.
  */
 #ifndef TCCL_DEVICE_PRIMITIVES_H_
 #define TCCL_DEVICE_PRIMITIVES_H_

@@ -44,8 +44,9 @@
  *
  * NCCL counterpart: src/device/primitives.h, src/device/prims_simple.h (genericOp, waitPeer,
  * postPeer).
- * Added in: stage 1; fan-in and fan-out of two in stage 3; in stage 5 the calls moved to
- * device/prim_calls.h (shared with the LL protocol's primitives), and the LL slots' cleanup.
+ * Added in: stage 1; direct steps and fan-in and fan-out of two in stage 3; in stage 5 the
+ * calls moved to device/prim_calls.h (shared with the LL protocol's primitives), and the LL
+ * slots' cleanup.
  */
 #ifndef TCCL_DEVICE_PRIMITIVES_H_
 #define TCCL_DEVICE_PRIMITIVES_H_

@@ -35,14 +35,15 @@
  * has decided on yet -- one that arrived before the receive that will take it was posted --
  * can wait in the socket, as MPI's rendezvous keeps large messages on the sender until they
  * are matched, instead of being staged and copied. (A GPU consumer never decides: on a
- * communicator with a GPU the proxy stages every undecided step, as before.)
+ * communicator with a GPU the proxy stages every undecided step.)
  *
  * The LL protocol (stage 5) shares the step counter and head, not the slots: its own kNSteps
  * slots of flagged lines (below) follow the Simple slots in a device connector's block.
  *
  * NCCL counterpart: src/include/device.h (ncclConnInfo, NCCL_STEPS, connFifo sizes,
  * ncclLLFifoLine) and the waitPeer/postPeer logic of src/device/prims_simple.h.
- * Added in: stage 1; the LL slots in stage 5.
+ * Added in: stage 1; the host fast path (direct mode: pointers, claims, staged) in stage 3;
+ * the LL slots in stage 5.
  */
 #ifndef TCCL_DEVICE_FIFO_H_
 #define TCCL_DEVICE_FIFO_H_

@@ -16,7 +16,8 @@
  * run the same elems, each moving its own part (p2pPart).
  *
  * NCCL counterpart: src/device/sendrecv.h (runSend, runRecv).
- * Added in: stage 1; the LL protocol in stage 5.
+ * Added in: stage 1; the host fast path (prepostP2pRecv) in stage 3; the LL protocol in
+ * stage 5.
  */
 #ifndef TCCL_DEVICE_P2P_H_
 #define TCCL_DEVICE_P2P_H_

@@ -32,7 +32,7 @@ struct SocketResources : ConnectorResources {
   int nsocks = 1;
   // The step in flight: its size, the header bytes moved, and the bytes moved per socket.
   bool active = false;
-  char* data = nullptr;  // where the step's bytes come from / go to (slot, or a user buffer)
+  char* data = nullptr;  // the step's slot: where its bytes come from / go to
   int64_t size = 0;
   int64_t header = 0;
   size_t headerDone = 0;
@@ -50,9 +50,6 @@ const SocketResources& res(const Connector& c) {
 /// may send again -- measured, a 1 MiB exchange took 26 s with 4 KiB buffers, 16 ms with 32 KiB.
 constexpr int kMinSocketBuffer = 64 << 10;
 
-/// The read-ahead of a receiving connection's first socket (Socket::setReadAhead): steps up to
-/// about this size arrive in one system call with their header.
-constexpr size_t kHeaderReadAhead = 4096;
 int socketBufferBytes() {
   const int64_t v = tcclParamSocketBuffer();
   if (v <= 0 || v >= kMinSocketBuffer) return int(std::min<int64_t>(v, 1 << 30));
@@ -77,35 +74,6 @@ void partRange(int64_t size, int nsocks, int i, int64_t* begin, int64_t* end) {
 }
 
 
-
-/// Direct receive, proxy side: decides where step `step`'s bytes go. The consumer may have
-/// offered a user buffer for it (claims[slot] says so); otherwise we claim the step for the
-/// staging slot, and one compare-and-swap settles a race with a consumer offering right now.
-/// Returns null when the step must wait in the socket: the communicator has no GPU (so the
-/// consumer is a host executor, now or at its next call) and the consumer has neither offered
-/// a buffer nor allowed staging for it yet (fifo.h). It decides when its receive starts.
-char* receiveDestination(tcclComm& comm, Connector& c, uint64_t step, int64_t size) {
-  ConnFifo* fifo = c.conn->fifo;
-  const int slot = int(step % kNSteps);
-  char* staging = c.conn->buff + slot * c.conn->stepBytes;
-  uint64_t seen = __atomic_load_n(&fifo->claims[slot], __ATOMIC_ACQUIRE);
-  if (seen != claimValue(step, kClaimByConsumer)) {
-    // A kernel never offers nor allows: on a communicator with a GPU, where the next consumer
-    // may be a kernel, stage as without direct mode.
-    if (comm.cudaDev < 0 && step >= __atomic_load_n(&fifo->staged, __ATOMIC_ACQUIRE)) {
-      return nullptr;  // undecided: leave the bytes in the socket for now
-    }
-    if (__atomic_compare_exchange_n(&fifo->claims[slot], &seen, claimValue(step, kClaimByProxy),
-                                    false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-      return staging;  // ours: the consumer will copy out of the slot
-    }
-  }
-  // The consumer's claim (acquire: its ptrs/ptrSizes are visible). A step larger than the
-  // offered buffer must not spill into user memory: stage it, and the consumer's size check
-  // reports the mismatch.
-  return size <= fifo->ptrSizes[slot] ? fifo->ptrs[slot] : staging;
-}
-
 }  // namespace
 
 tcclResult_t checkSocketConnectInfo(const SocketConnectInfo& info, uint64_t expectedStepBytes) {
@@ -127,7 +95,6 @@ tcclResult_t checkSocketConnectInfo(const SocketConnectInfo& info, uint64_t expe
 
 tcclResult_t SocketSendComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info) {
   TCCL_CHECK(allocConnectorFifo(comm, c));
-  c.conn->direct = 1;  // the proxy can read any host memory: host executors may lend buffers
   c.resources = std::make_unique<SocketResources>();
   SocketConnectInfo mine{};
   mine.stepBytes = c.conn->stepBytes;
@@ -174,9 +141,7 @@ tcclResult_t SocketSendComm::progress(tcclComm& comm, Connector& c, bool* didWor
       r.active = true;
       r.size = fifo->sizes[step % kNSteps];
       r.header = r.size;
-      // Direct mode: the executor lent us its user buffer instead of filling the slot.
-      char* lent = fifo->ptrs[step % kNSteps];
-      r.data = lent ? lent : c.conn->buff + (step % kNSteps) * c.conn->stepBytes;
+      r.data = c.conn->buff + (step % kNSteps) * c.conn->stepBytes;
       r.headerDone = 0;
       std::fill(r.done, r.done + kMaxSocketsPerConn, 0);
       if (comm.tracePid >= 0) r.t0 = traceNowNs();
@@ -232,7 +197,6 @@ int SocketSendComm::pollFd(const Connector& c, short* events) const {
 
 tcclResult_t SocketRecvComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info) {
   TCCL_CHECK(allocConnectorFifo(comm, c));
-  c.conn->direct = 1;  // the proxy can write any host memory: host executors may offer buffers
   auto r = std::make_unique<SocketResources>();
   r->nsocks = int(std::clamp<int64_t>(tcclParamNSocksPerConn(), 1, kMaxSocketsPerConn));
   // Listen on the interface the bootstrap chose (TCCL_SOCKET_IFNAME), on any free port.
@@ -276,9 +240,6 @@ tcclResult_t SocketRecvComm::connect(tcclComm& comm, Connector& c, const Connect
     accepted++;
   }
   r.listener.close();
-  // Socket 0 carries every step's header: reading ahead there brings a small step's bytes in
-  // with its header, one recv() where it took two (1.4 us of a 2-rank exchange on the CI VM).
-  r.socks[0].setReadAhead(kHeaderReadAhead);
   TCCL_INFO(kNet, "channel %d: rank %d <- rank %d via NET/Socket, %d socket(s)", c.channel,
             comm.rank, c.peer, r.nsocks);
   return tcclSuccess;
@@ -329,13 +290,7 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
         return tcclRemoteError;
       }
       r.size = r.header;
-      r.data = nullptr;
-    }
-    if (r.data == nullptr) {
-      // Where the bytes go; null while the consumer has not decided (see receiveDestination).
-      r.data = receiveDestination(comm, c, step, r.size);
-      if (r.data == nullptr) return tcclSuccess;
-      *didWork = true;
+      r.data = c.conn->buff + (step % kNSteps) * c.conn->stepBytes;
     }
     // >>> exercise 1.3: the socket proxy receives a step
     char* slot = r.data;
@@ -371,9 +326,6 @@ int SocketRecvComm::pollFd(const Connector& c, short* events) const {
   bool room = res(c).active || fifo->tail < loadAcquire(&fifo->head) + kNSteps;
   if (!room) return -1;
   const SocketResources& r = res(c);
-  // A step waiting for the consumer's decision: its socket is readable, but that is not news.
-  // The consumer kicks when it decides.
-  if (r.active && r.headerDone == sizeof(r.header) && r.data == nullptr) return -1;
   *events = POLLIN;
   // Wait on the socket that still owes bytes: socket 0 for the header.
   for (int i = 0; r.active && r.headerDone == sizeof(r.header) && i < r.nsocks; i++) {

@@ -8,18 +8,13 @@
  *        (posts tail)              (proxy posts head)        (proxy posts tail)  (executor
  *                                                                                 posts head)
  *
- * Host buffers skip the staging copies (fifo.h, direct mode): the proxy sends straight from
- * the user buffer and receives straight into it when the consumer offered it in time.
- *
  * Each step goes out as an 8-byte size header on socket 0 followed by the slot's bytes. A
  * connection may use several TCP sockets (TCCL_NSOCKS_PERCONN): a large step is cut into
  * equal parts, part i on socket i, which helps when one TCP stream cannot fill the link.
  *
  * Invariants: the receiver checks every header (0 <= size <= stepBytes) before it moves any
- * data to a slot or a user buffer (socket 0's read-ahead may have read up to 4 KiB past the
- * header into its own buffer);
- * every socket of a connection presents the communicator's secret, rank and channel in a hello
- * before it is used; a closed or reset socket is a tcclRemoteError, never a hang.
+ * data to a slot; every socket of a connection presents the communicator's secret, rank and
+ * channel in a hello before it is used; a closed or reset socket is a tcclRemoteError, never a hang.
  *
  * NCCL counterpart: src/transport/net.cc (sendProxyProgress, recvProxyProgress) with
  * src/transport/net_socket.cc (ncclNetSocket: isend/irecv over NSOCKS_PERTHREAD sockets).

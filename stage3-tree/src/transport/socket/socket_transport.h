@@ -23,7 +23,7 @@
  *
  * NCCL counterpart: src/transport/net.cc (sendProxyProgress, recvProxyProgress) with
  * src/transport/net_socket.cc (ncclNetSocket: isend/irecv over NSOCKS_PERTHREAD sockets).
- * Added in: stage 1.
+ * Added in: stage 1; the host fast path (direct steps, the read-ahead) in stage 3.
  */
 #ifndef TCCL_TRANSPORT_SOCKET_SOCKET_TRANSPORT_H_
 #define TCCL_TRANSPORT_SOCKET_SOCKET_TRANSPORT_H_

@@ -2,7 +2,7 @@
  * transport/socket/socket_transport.cc: setup, connect and proxy progress of the socket
  * transport. See socket_transport.h for the picture.
  *
- * Added in: stage 1.
+ * Added in: stage 1; the host fast path (receiveDestination, the read-ahead) in stage 3.
  */
 #include "transport/socket/socket_transport.h"
 
@@ -99,7 +99,7 @@ char* receiveDestination(tcclComm& comm, Connector& c, uint64_t step, int64_t si
   const int slot = int(step % kNSteps);
   char* staging = c.conn->buff + slot * c.conn->stepBytes;
   // A kernel never offers nor allows: on a communicator with a GPU, where the next consumer
-  // may be a kernel, nothing is undecided and we stage as without direct mode.
+  // may be a kernel, nothing is undecided and we stage every step.
   if (undecided(comm, fifo, step)) return nullptr;  // leave the bytes in the socket for now
   uint64_t seen = __atomic_load_n(&fifo->claims[slot], __ATOMIC_ACQUIRE);
   if (seen != claimValue(step, kClaimByConsumer)) {
@@ -313,7 +313,7 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
       // Stage 3: a step just published, and nobody wants the next one yet: leave it for a
       // later pass. Looking for it now costs a recv() that almost always finds nothing (the
       // peer's next step is a call away), on the path from this call's receive to its return.
-      // (A later pass reads its header as before, and waits for the decision: receiveDestination.)
+      // (A later pass reads its header, and waits for the decision: receiveDestination.)
       // The step's first bytes may already sit in socks[0]'s read-ahead, where the engine's
       // poll() on the socket cannot see them. Nothing is stranded: the step waits for the
       // consumer's decision anyway, and a consumer that decides then waits (waitAtLeast),
