@@ -1,7 +1,7 @@
 /*
  * tests/net/fake_verbs.h: an in-process verbs device, behind the IbvApi seam (ibvwrap.h).
  *
- * What it is: enough of a verbs provider to run the IB Net (net_ib.cc) with both ends of a
+ * What it is: enough of a verbs provider to run the IB Net (net_ib.h) with both ends of a
  * connection in one test process, on any machine. It is strict where real hardware is strict,
  * so that a mistake in the IB Net fails here first:
  *  - the QP state machine: RESET -> INIT -> RTR -> RTS only, each step with exactly the

@@ -44,7 +44,7 @@ if(TCCL_HAVE_IB)
   set(_t ${TCCL_STAGE_PREFIX}test_net_ib)
   set(_ib ${TCCL_STAGE_DIR}/src/transport/net/ib)
   add_executable(${_t} ${_net_src}/net_ib_test.cc ${_net_src}/fake_verbs.cc
-    ${_ib}/ib_device.cc ${_ib}/ibvwrap.cc ${_ib}/net_ib.cc
+    ${_ib}/ib_device.cc ${_ib}/ibvwrap.cc ${_ib}/net_ib_connect.cc ${_ib}/net_ib.cc
     ${TCCL_STAGE_DIR}/src/transport/net/socket/net_socket.cc)
   target_include_directories(${_t} PRIVATE ${TCCL_STAGE_DIR}/include ${TCCL_STAGE_DIR}/src
     ${TCCL_IBVERBS_INCLUDE_DIR})

@@ -5,7 +5,7 @@
  * What it is: chapter 6 splits the network transport in two, as NCCL does. The transport
  * (net_transport.cc) knows FIFOs, steps, direct mode and the proxy; a Net knows how to move one
  * message from a buffer here into a buffer there. Sockets (socket/net_socket.cc) and verbs
- * (ib/net_ib.cc) are two Nets behind this one interface, so the FIFO logic is written once and
+ * (ib/net_ib.h) are two Nets behind this one interface, so the FIFO logic is written once and
  * a new fabric is one new Net. Before this chapter the socket transport did both jobs in one
  * file (stage 5's src/transport/socket/), which left nothing for a verbs transport to reuse.
  *

@@ -1,7 +1,7 @@
 /*
  * transport/net/ib/ibvwrap.h: the verbs calls the IB Net makes, as a table of functions.
  *
- * What it is: the seam between tccl and libibverbs. The IB Net (net_ib.cc) calls verbs only
+ * What it is: the seam between tccl and libibverbs. The IB Net (net_ib.h) calls verbs only
  * through an IbvApi, which comes from one of two places:
  *
  *   ibvLoad()              libibverbs.so.1, opened with dlopen at run time: a machine without

@@ -1,7 +1,26 @@
 /*
- * transport/net/ib/net_ib.cc: the verbs Net's connections and data path. See net_ib.h for the
- * picture; ib_device.cc finds the devices.
+ * transport/net/ib/net_ib.cc: the verbs Net's data path -- memory registration, irecv and
+ * isend over the ready-to-receive FIFO, test -- and the process's IB Net. See net_ib.h for the
+ * picture; net_ib_connect.cc makes the connections this file uses, ib_device.cc finds the
+ * devices.
  *
+ * What it is: irecv posts a receive work request, then RDMA-writes a ready-to-receive entry
+ * {addr, rkey, size, seq} into the sender's FIFO slot for that message; isend waits for the
+ * entry (readFifoEntry: no entry, no request) and RDMA-writes the data with the size as the
+ * immediate, which consumes the posted receive; test polls the connection's CQ
+ * (pollCompletions) until the request's completions are in, or the peer has closed. iflush
+ * has nothing to do (inline in net_ib.h).
+ *
+ * Invariants: message k uses request slot, FIFO entry and posted receive k mod
+ * kIbMaxRequests, and both sides count k alike (RC keeps order); a receive is posted before
+ * its entry is written, so a write never finds the receive queue empty; nothing is written to
+ * the sender before its "ready" byte; a failed completion of a receive whose peer has closed
+ * its socket is the connection's end (kNetClosed), any other is an error that names the peer,
+ * the QP and the status in words.
+ *
+ * NCCL counterpart: src/transport/net_ib.cc: ncclIbRegMr, ncclIbRegMrDmaBuf, ncclIbDeregMr,
+ * ncclIbIsend, ncclIbIrecv + ncclIbPostFifo, ncclIbTest (newer NCCL makes the same cut:
+ * src/transport/net_ib/p2p.cc, reg.cc).
  * Added in: stage 6.
  */
 #include "transport/net/ib/net_ib.h"
@@ -9,237 +28,24 @@
 #include <arpa/inet.h>
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
-#include "tccl/common/bootstrap.h"
 #include "tccl/common/trace.h"
-
-// The QP's transport timeout, 4.096 us x 2^TIMEOUT per try, and its retries (NCCL_IB_TIMEOUT,
-// NCCL_IB_RETRY_CNT): a lost packet, a dead peer or a wrong GID fails after about
-// TIMEOUT x RETRY_CNT tries, as a completion with status 12.
-TCCL_PARAM(IbTimeout, "IB_TIMEOUT", 20)
-TCCL_PARAM(IbRetryCnt, "IB_RETRY_CNT", 7)
-// Service level (InfiniBand) and traffic class (RoCE) of the QPs (NCCL_IB_SL, NCCL_IB_TC).
-TCCL_PARAM(IbSl, "IB_SL", 0)
-TCCL_PARAM(IbTc, "IB_TC", 0)
+#include "transport/net/ib/net_ib_comm.h"
 
 namespace tccl {
 
-struct IbSendComm;  // (below; the handle keeps a half-made one)
-
-namespace {
-
-constexpr uint64_t kIbHandleMagic = 0x7cc11b0000000001ull;
-constexpr uint64_t kIbInfoMagic = 0x7cc11b0000000002ull;
-// Messages in flight per connection: requests, ready-to-receive entries, posted receives.
-constexpr int kIbMaxRequests = 32;
-constexpr int kIbCqEntries = 4 * kIbMaxRequests;  // a receive's two completions, a send's one
-constexpr int kIbPollBatch = 16;
-constexpr uint64_t kIbPeekIntervalNs = 10'000'000;  // how often a waiting receive looks for a close
-
-/// The listener's handle. The sender keeps its half-made comm in it between connect() calls.
-struct IbNetHandle {
-  uint64_t magic;
-  uint64_t token;
-  SocketAddress addr;     // the handshake socket
-  IbSendComm* pending;    // sender only: the comm whose handshake is under way
-};
-static_assert(sizeof(IbNetHandle) <= sizeof(NetHandle), "IB handle too large");
-
-/// One entry of the ready-to-receive FIFO: a posted receive, as the receiver announces it.
-/// `seq` is last: an RDMA write lands in address order on the NICs we know (NCCL's FIFO relies
-/// on the same), so once the sender sees the sequence number, the rest of the entry is there.
-struct alignas(32) IbFifoEntry {
-  uint64_t addr;
-  uint32_t rkey;
-  uint32_t size;
-  uint64_t seq;  // message index + 1: 0 is "never written"
-};
-
-}  // namespace
-
-// This Net's objects derive from net.h's opaque handles under names of their own (see
-// socket/net_socket.cc: two Nets defining net.h's names broke the one-definition rule).
+// A registration: net.h's NetMr under a name of its own (net_ib_comm.h says why).
 struct IbMr : NetMr {
   explicit IbMr(ibv_mr* m) : mr(m) {}
   ibv_mr* mr;
 };
 
-struct IbComm;
-
-struct IbRequest : NetRequest {
-  IbComm* comm = nullptr;
-  bool used = false;
-  bool isRecv = false;
-  int pending = 0;      // completions still to come
-  uint64_t size = 0;    // send: the message's; receive: from the immediate
-  bool closed = false;  // receive: the peer closed its handshake socket instead
-};
-
-/// One connection, either direction.
-struct IbComm {
-  IbNet* net = nullptr;
-  const IbDevice* dev = nullptr;
-  Socket sock;  // the handshake socket, kept open for the connection's life
-  std::string peerName;
-  ibv_cq* cq = nullptr;
-  ibv_qp* qp = nullptr;
-  IbRequest reqs[kIbMaxRequests];
-  uint64_t posted = 0;  // messages (send) or receives (receive) made so far
-  // The ready-to-receive FIFO. Sender: the entries the receiver writes. Receiver: the entries
-  // it writes from (an RDMA write reads registered memory).
-  IbFifoEntry fifo[kIbMaxRequests] = {};
-  ibv_mr* fifoMr = nullptr;
-  uint64_t remoteFifo = 0;  // receiver: the sender's FIFO, and its key
-  uint32_t remoteFifoRkey = 0;
-  IbQpInfo reply{};  // sender: the receiver's answer, read a piece at a time
-  size_t replyGot = 0;
-  bool peerReady = false;  // receiver: the sender's QP is in RTS (its "ready" byte came)
-  uint64_t token = 0;
-  uint64_t lastPeekNs = 0;
-  bool peerGone = false;  // receiver: the sender closed the connection (see pollCompletions)
-
-  ~IbComm() {
-    // The socket first: a peer whose write into our QP fails from now on finds the close
-    // already there, and takes the failure for the end of the connection (pollCompletions).
-    sock.close();
-    const IbvApi& api = net->api();
-    if (qp) api.destroyQp(qp);
-    if (cq) api.destroyCq(cq);
-    if (fifoMr) api.deregMr(fifoMr);
-  }
-};
-
-struct IbSendComm : NetSendComm, IbComm {};
-struct IbRecvComm : NetRecvComm, IbComm {};
-
-struct IbListenComm : NetListenComm {
-  Socket listener;
-  uint64_t token = 0;
-  int dev = 0;
-};
-
 namespace {
 
-const char* linkLayerName(uint8_t ll) {
-  return ll == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand";
-}
-
-/// The comm's CQ, QP (in INIT) and registered FIFO.
-tcclResult_t createQp(IbComm& c) {
-  const IbvApi& api = c.net->api();
-  const IbDevice& d = *c.dev;
-  c.cq = api.createCq(d.context, kIbCqEntries, nullptr, nullptr, 0);
-  if (c.cq == nullptr) {
-    TCCL_WARN("NET/IB: %s: ibv_create_cq failed: %s", d.name.c_str(), strerror(errno));
-    return tcclSystemError;
-  }
-  ibv_qp_init_attr init{};
-  init.send_cq = c.cq;
-  init.recv_cq = c.cq;
-  init.qp_type = IBV_QPT_RC;  // reliable connected: in order, acknowledged, retried
-  init.cap.max_send_wr = 2 * kIbMaxRequests;
-  init.cap.max_recv_wr = kIbMaxRequests;
-  init.cap.max_send_sge = 1;
-  init.cap.max_recv_sge = 1;
-  c.qp = api.createQp(d.pd, &init);
-  if (c.qp == nullptr) {
-    TCCL_WARN("NET/IB: %s: ibv_create_qp failed: %s", d.name.c_str(), strerror(errno));
-    return tcclSystemError;
-  }
-  // RESET -> INIT: the port, the partition, and what the peer may do to our memory.
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = 0;
-  a.port_num = d.port;
-  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  if (api.modifyQp(c.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                 IBV_QP_ACCESS_FLAGS) != 0) {
-    TCCL_WARN("NET/IB: %s: QP %u to INIT failed: %s", d.name.c_str(), c.qp->qp_num,
-              strerror(errno));
-    return tcclSystemError;
-  }
-  c.fifoMr = api.regMr(d.pd, c.fifo, sizeof(c.fifo),
-                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  if (c.fifoMr == nullptr) {
-    TCCL_WARN("NET/IB: %s: ibv_reg_mr of the FIFO failed: %s", d.name.c_str(), strerror(errno));
-    return tcclSystemError;
-  }
-  return tcclSuccess;
-}
-
-IbQpInfo localInfo(const IbComm& c) {
-  IbQpInfo i{};
-  i.magic = kIbInfoMagic;
-  i.token = c.token;
-  i.qpn = c.qp->qp_num;
-  i.lid = c.dev->portAttr.lid;
-  i.linkLayer = c.dev->portAttr.link_layer;
-  i.mtu = uint8_t(c.dev->portAttr.active_mtu);
-  i.gidIndex = c.dev->gidIndex;
-  memcpy(i.gid, c.dev->gid.raw, sizeof(i.gid));
-  i.fifoAddr = reinterpret_cast<uintptr_t>(c.fifo);
-  i.fifoRkey = c.fifoMr->rkey;
-  return i;
-}
-
-/// INIT -> RTR -> RTS, with the peer's QP described by `peer`.
-tcclResult_t connectQp(IbComm& c, const IbQpInfo& peer) {
-  const IbvApi& api = c.net->api();
-  const IbDevice& d = *c.dev;
-  if (peer.linkLayer != d.portAttr.link_layer) {
-    TCCL_WARN("NET/IB: %s's port is %s, ours (%s:%u) is %s: they cannot connect",
-              c.peerName.c_str(), linkLayerName(peer.linkLayer), d.name.c_str(),
-              unsigned(d.port), linkLayerName(d.portAttr.link_layer));
-    return tcclRemoteError;
-  }
-  // RTR: where the peer is (its QP, and its address: a LID on InfiniBand, a GID -- routed,
-  // "global" -- on RoCE), the path MTU both ports support, the first packet number expected.
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = ibv_mtu(std::min<int>(peer.mtu, d.portAttr.active_mtu));
-  a.dest_qp_num = peer.qpn;
-  a.rq_psn = 0;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;  // 0.64 ms before a sender retries a write that found no receive
-  a.ah_attr.port_num = d.port;
-  a.ah_attr.sl = uint8_t(tcclParamIbSl());
-  if (d.roce) {
-    a.ah_attr.is_global = 1;
-    memcpy(a.ah_attr.grh.dgid.raw, peer.gid, sizeof(peer.gid));
-    a.ah_attr.grh.sgid_index = uint8_t(d.gidIndex);
-    a.ah_attr.grh.hop_limit = 255;
-    a.ah_attr.grh.traffic_class = uint8_t(tcclParamIbTc());
-  } else {
-    a.ah_attr.dlid = peer.lid;
-  }
-  if (api.modifyQp(c.qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                 IBV_QP_MIN_RNR_TIMER) != 0) {
-    TCCL_WARN("NET/IB: QP %u to RTR (peer %s, QP %u) failed: %s", c.qp->qp_num,
-              c.peerName.c_str(), peer.qpn, strerror(errno));
-    return tcclSystemError;
-  }
-  // RTS: how long to wait for an acknowledgement, how often to retry.
-  ibv_qp_attr s{};
-  s.qp_state = IBV_QPS_RTS;
-  s.timeout = uint8_t(tcclParamIbTimeout());
-  s.retry_cnt = uint8_t(tcclParamIbRetryCnt());
-  s.rnr_retry = 7;  // "forever": a write that finds no posted receive waits for one
-  s.sq_psn = 0;
-  s.max_rd_atomic = 1;
-  if (api.modifyQp(c.qp, &s, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
-    TCCL_WARN("NET/IB: QP %u to RTS failed: %s", c.qp->qp_num, strerror(errno));
-    return tcclSystemError;
-  }
-  TCCL_INFO(kNet, "NET/IB: %s:%u QP %u connected to %s QP %u (%s, MTU %d)", d.name.c_str(),
-            unsigned(d.port), c.qp->qp_num, c.peerName.c_str(), peer.qpn,
-            linkLayerName(peer.linkLayer), 128 << int(a.path_mtu));
-  return tcclSuccess;
-}
+constexpr int kIbPollBatch = 16;
+constexpr uint64_t kIbPeekIntervalNs = 10'000'000;  // how often a waiting receive looks for a close
 
 IbRequest* newRequest(IbComm& c, bool isRecv) {
   IbRequest& r = c.reqs[c.posted % kIbMaxRequests];
@@ -323,139 +129,6 @@ tcclResult_t readFifoEntry(const IbFifoEntry& e, uint64_t k, size_t size, bool* 
 
 }  // namespace
 
-tcclResult_t checkIbQpInfo(const IbQpInfo& info, uint64_t token, bool fromSender) {
-  if (info.magic != kIbInfoMagic || info.token != token) {
-    TCCL_WARN("NET/IB: a handshake that is not from our peer (magic or token differ)");
-    return tcclRemoteError;
-  }
-  if (info.mtu < IBV_MTU_256 || info.mtu > IBV_MTU_4096) {
-    TCCL_WARN("NET/IB: the peer reports MTU code %u (1..5)", unsigned(info.mtu));
-    return tcclRemoteError;
-  }
-  if (info.linkLayer != IBV_LINK_LAYER_INFINIBAND && info.linkLayer != IBV_LINK_LAYER_ETHERNET) {
-    TCCL_WARN("NET/IB: the peer reports link layer %u", unsigned(info.linkLayer));
-    return tcclRemoteError;
-  }
-  if (fromSender && (info.fifoAddr == 0 || info.fifoAddr % alignof(IbFifoEntry) != 0)) {
-    TCCL_WARN("NET/IB: the sender's ready-to-receive FIFO address is not usable");
-    return tcclRemoteError;
-  }
-  return tcclSuccess;
-}
-
-tcclResult_t IbNet::listen(int dev, NetHandle* handle, NetListenComm** listenComm) {
-  TCCL_ARG_CHECK(dev >= 0 && dev < devices(), "NET/IB: no device %d", dev);
-  auto l = std::make_unique<IbListenComm>();
-  SocketAddress addr;
-  TCCL_CHECK(netListenAddress(&addr));
-  addr.setPort(0);
-  IbNetHandle h{};
-  h.magic = kIbHandleMagic;
-  h.token = randomU64();
-  TCCL_CHECK(l->listener.listen(addr, &h.addr, 16));
-  l->token = h.token;
-  l->dev = dev;
-  memset(handle, 0, sizeof(*handle));
-  memcpy(handle->bytes, &h, sizeof(h));
-  *listenComm = l.release();
-  return tcclSuccess;
-}
-
-tcclResult_t IbNet::connect(int dev, NetHandle* handle, NetSendComm** sendComm) {
-  *sendComm = nullptr;
-  TCCL_ARG_CHECK(dev >= 0 && dev < devices(), "NET/IB: no device %d", dev);
-  IbNetHandle h;
-  memcpy(&h, handle->bytes, sizeof(h));
-  if (h.magic != kIbHandleMagic || !h.addr.valid() || h.addr.len > sizeof(h.addr.storage)) {
-    TCCL_WARN("NET/IB: the peer's connection handle is not an IB handle");
-    return tcclRemoteError;
-  }
-  if (h.pending == nullptr) {
-    // First call: our QP, then our half of the handshake. Never waits for the receiver: TCP
-    // completes the connection from the listen backlog and the info fits the socket buffer.
-    auto c = std::make_unique<IbSendComm>();
-    c->net = this;
-    c->dev = &devs_[size_t(dev)];
-    c->token = h.token;
-    c->peerName = h.addr.toString();
-    TCCL_CHECK(createQp(*c));
-    Deadline deadline = deadlineIn(bootstrapTimeoutSeconds());
-    TCCL_CHECK(c->sock.connect(h.addr, deadline));
-    const IbQpInfo mine = localInfo(*c);
-    TCCL_CHECK(c->sock.sendAll(&mine, sizeof(mine), deadline));
-    TCCL_CHECK(c->sock.setNonBlocking(true));
-    h.pending = c.release();
-    memcpy(handle->bytes, &h, sizeof(h));
-    return tcclSuccess;  // the receiver's answer comes later: call again
-  }
-  // Later calls: the receiver's answer, as far as it has come.
-  IbSendComm* c = h.pending;
-  size_t n = 0;
-  TCCL_CHECK(c->sock.tryRecv(reinterpret_cast<char*>(&c->reply) + c->replyGot,
-                             sizeof(c->reply) - c->replyGot, &n));
-  c->replyGot += n;
-  if (c->replyGot < sizeof(c->reply)) return tcclSuccess;
-  h.pending = nullptr;
-  memcpy(handle->bytes, &h, sizeof(h));
-  std::unique_ptr<IbSendComm> owned(c);
-  TCCL_CHECK(checkIbQpInfo(c->reply, c->token, /*fromSender=*/false));
-  TCCL_CHECK(connectQp(*c, c->reply));
-  // Our QP takes packets now: tell the receiver, whose QP reached RTS before ours and which
-  // must not write its first ready-to-receive entry into a QP still in INIT (the packet
-  // would be dropped and retried only after TCCL_IB_TIMEOUT, seconds later). One byte, into
-  // an empty socket buffer: never blocks. (NCCL: the `ready` flag of ncclIbConnect.)
-  const char ready = 1;
-  size_t sent = 0;
-  TCCL_CHECK(c->sock.trySend(&ready, 1, &sent));
-  if (sent != 1) {
-    TCCL_WARN("NET/IB: could not tell %s that QP %u is ready", c->peerName.c_str(),
-              c->qp->qp_num);
-    return tcclSystemError;
-  }
-  *sendComm = owned.release();
-  return tcclSuccess;
-}
-
-void IbNet::abandonConnect(NetHandle* handle) {
-  IbNetHandle h;
-  memcpy(&h, handle->bytes, sizeof(h));
-  if (h.magic != kIbHandleMagic || h.pending == nullptr) return;
-  delete h.pending;  // its QP, CQ and FIFO; its socket closes (the receiver's accept sees it)
-  h.pending = nullptr;
-  memcpy(handle->bytes, &h, sizeof(h));
-}
-
-tcclResult_t IbNet::accept(NetListenComm* listenComm, NetRecvComm** recvComm) {
-  auto* l = static_cast<IbListenComm*>(listenComm);
-  *recvComm = nullptr;
-  Deadline deadline = deadlineIn(bootstrapTimeoutSeconds());
-  for (;;) {
-    Socket s;
-    TCCL_CHECK(l->listener.accept(&s, deadline));
-    IbQpInfo peer;
-    if (s.recvAll(&peer, sizeof(peer), deadline) != tcclSuccess) continue;
-    if (checkIbQpInfo(peer, l->token, /*fromSender=*/true) != tcclSuccess) {
-      TCCL_WARN("NET/IB: refused a connection from %s", s.peer().toString().c_str());
-      continue;  // a stray or hostile connection: keep waiting for our sender
-    }
-    auto c = std::make_unique<IbRecvComm>();
-    c->net = this;
-    c->dev = &devs_[size_t(l->dev)];
-    c->token = l->token;
-    c->peerName = s.peer().toString();
-    c->remoteFifo = peer.fifoAddr;
-    c->remoteFifoRkey = peer.fifoRkey;
-    TCCL_CHECK(createQp(*c));
-    TCCL_CHECK(connectQp(*c, peer));
-    const IbQpInfo mine = localInfo(*c);
-    TCCL_CHECK(s.sendAll(&mine, sizeof(mine), deadline));
-    TCCL_CHECK(s.setNonBlocking(true));
-    c->sock = std::move(s);
-    *recvComm = c.release();
-    return tcclSuccess;
-  }
-}
-
 tcclResult_t IbNet::regMr(NetSendComm* sendComm, NetRecvComm* recvComm, void* data, size_t size,
                           NetMemType type, NetMr** mhandle) {
   *mhandle = nullptr;
@@ -519,7 +192,7 @@ tcclResult_t IbNet::irecv(NetRecvComm* comm, void* data, size_t size, NetMr* mha
   TCCL_ARG_CHECK(size == 0 || mhandle != nullptr, "NET/IB: a receive into unregistered memory");
   if (!c->peerReady) {
     // The sender's QP may still be on its way to RTS: nothing may be written to it before
-    // its "ready" byte (connect, above). Until then, no receive: call again.
+    // its "ready" byte (IbNet::connect, net_ib_connect.cc). Until then, no receive: call again.
     char ready = 0;
     size_t n = 0;
     TCCL_CHECK(c->sock.tryRecv(&ready, 1, &n));
@@ -620,21 +293,6 @@ tcclResult_t IbNet::test(NetRequest* request, bool* done, size_t* size) {
   *done = true;
   if (size) *size = r->closed ? kNetClosed : size_t(r->size);
   r->used = false;
-  return tcclSuccess;
-}
-
-tcclResult_t IbNet::closeSend(NetSendComm* comm) {
-  delete static_cast<IbSendComm*>(comm);  // the QP, the CQ, the FIFO's MR; the socket closes: the receiver sees it
-  return tcclSuccess;
-}
-
-tcclResult_t IbNet::closeRecv(NetRecvComm* comm) {
-  delete static_cast<IbRecvComm*>(comm);
-  return tcclSuccess;
-}
-
-tcclResult_t IbNet::closeListen(NetListenComm* comm) {
-  delete static_cast<IbListenComm*>(comm);
   return tcclSuccess;
 }
 
