@@ -40,10 +40,12 @@
 #     from the stage being tested), INCLUDES and DEFINITIONS, and the project's warnings on.
 #     PUBLIC_API: the sources see the stage's include/ (tccl.h) but not its src/, so their
 #     objects do not depend on the stage: they are compiled once per distinct include/ and
-#     shared by every stage whose include/ holds the same bytes (tccl_stage_shared_objects).
-#     Stages 2 to 5 have one tccl.h: ring_sweep_test.cc is compiled once for the four of them
-#     and linked four times, each program against its own stage's libtccl.so, which is what
-#     the test tests. A stage whose tccl.h changes gets its own objects by itself.
+#     shared by every stage whose include/ holds the same bytes (tccl_stage_shared_objects),
+#     the line `#define TCCL_STAGE <n>` aside for sources that never name TCCL_STAGE.
+#     Stages 2 to 6 have one tccl.h but for that line: ring_sweep_test.cc is compiled once for
+#     the five of them and linked five times, each program against its own stage's
+#     libtccl.so, which is what the test tests; errors_test.cc, which reads TCCL_STAGE, is
+#     compiled per stage. A stage whose tccl.h changes gets its own objects by itself.
 #
 #   tccl_stage_shared_objects(<out-var> NAME <name> SOURCES <files...> [HEADERS <dirs...>]
 #                             [INCLUDES <dirs...>] [DEFINITIONS <defs...>] [LIBS <targets...>])
@@ -163,11 +165,14 @@ endfunction()
 
 # The digest of the headers (names relative to their directory, and contents) under each of
 # dirs, in order; each header is a CMake configure dependency. Kept per directory for the run.
+# STAGE_NEUTRAL: the line `#define TCCL_STAGE <n>` counts as the same in every stage, which
+# makes stages whose headers differ in nothing else one key (see tccl_stage_shared_objects).
 function(_tccl_headers_digest out)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "STAGE_NEUTRAL" "" "")
   set(text "")
-  foreach(dir IN LISTS ARGN)
+  foreach(dir IN LISTS ARG_UNPARSED_ARGUMENTS)
     get_filename_component(dir "${dir}" ABSOLUTE)
-    string(SHA256 dir_key "${dir}")
+    string(SHA256 dir_key "${dir}|${ARG_STAGE_NEUTRAL}")
     get_property(digest GLOBAL PROPERTY TCCL_HEADERS_DIGEST_${dir_key})
     if(NOT digest)
       if(NOT IS_DIRECTORY "${dir}")
@@ -178,7 +183,13 @@ function(_tccl_headers_digest out)
       list(SORT files)
       set(listing "")
       foreach(f IN LISTS files)
-        file(SHA256 "${dir}/${f}" sum)
+        if(ARG_STAGE_NEUTRAL)
+          file(READ "${dir}/${f}" body)
+          string(REGEX REPLACE "#define TCCL_STAGE [0-9]+" "#define TCCL_STAGE N" body "${body}")
+          string(SHA256 sum "${body}")
+        else()
+          file(SHA256 "${dir}/${f}" sum)
+        endif()
         string(APPEND listing "${f} ${sum}\n")
         set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${dir}/${f}")
       endforeach()
@@ -189,6 +200,23 @@ function(_tccl_headers_digest out)
   endforeach()
   string(SHA256 digest "${text}")
   set(${out} ${digest} PARENT_SCOPE)
+endfunction()
+
+# True in <out> when one of the files, or a header beside one of them, names TCCL_STAGE (the
+# stage number the public header defines): such objects are the stage's own.
+function(_tccl_reads_stage out)
+  set(found OFF)
+  foreach(src IN LISTS ARGN)
+    get_filename_component(dir "${src}" DIRECTORY)
+    file(GLOB beside "${dir}/*.h")
+    foreach(f IN LISTS src beside)
+      file(STRINGS "${f}" hits REGEX "TCCL_STAGE([^_A-Za-z0-9]|$)")
+      if(hits)
+        set(found ON)
+      endif()
+    endforeach()
+  endforeach()
+  set(${out} ${found} PARENT_SCOPE)
 endfunction()
 
 function(tccl_stage_shared_objects out)
@@ -203,12 +231,19 @@ function(tccl_stage_shared_objects out)
     endif()
     set(ARG_HEADERS ${TCCL_STAGE_DIR}/include)
   endif()
-  _tccl_headers_digest(headers ${ARG_HEADERS})
   set(sources "")
   foreach(src IN LISTS ARG_SOURCES)
     get_filename_component(src "${src}" ABSOLUTE)
     list(APPEND sources "${src}")
   endforeach()
+  # Objects that never read TCCL_STAGE are the same for every stage whose headers differ only
+  # in it (stages 2 to 6 today): one compile for all of them.
+  _tccl_reads_stage(reads_stage ${sources})
+  if(reads_stage)
+    _tccl_headers_digest(headers ${ARG_HEADERS})
+  else()
+    _tccl_headers_digest(headers STAGE_NEUTRAL ${ARG_HEADERS})
+  endif()
   # Everything that decides the objects, except the HEADERS directories' paths.
   string(SHA256 key
          "${ARG_NAME}|${sources}|${headers}|${ARG_INCLUDES}|${ARG_DEFINITIONS}|${ARG_LIBS}")

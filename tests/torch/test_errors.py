@@ -88,8 +88,19 @@ def case_rank_dies(args, rank, size, ck):
 def case_timeout(args, rank, size, ck):
     t = torch.ones(10)
     dist.all_reduce(t)
+    # The others count themselves done in the job's store once they have raised; the silent
+    # rank stays alive until then (at most timeout + 4 s), so what they see is the timeout, not
+    # a closed connection. The store is rank 0's: when rank 0 has gone, everyone is done.
+    store = dist.distributed_c10d._get_default_store()
     if rank == size - 1:
-        time.sleep(args.timeout + 4)  # alive, silent: never joins the next all_reduce
+        deadline = time.monotonic() + args.timeout + 4
+        while time.monotonic() < deadline:  # alive, silent: never joins the next all_reduce
+            try:
+                if store.add("timeout_case_done", 0) >= size - 1:
+                    break
+            except RuntimeError:
+                break
+            time.sleep(0.05)
         ck.finish()
         os._exit(0)
     start = time.monotonic()
@@ -100,6 +111,7 @@ def case_timeout(args, rank, size, ck):
     ck.check(args.timeout <= took < args.timeout + 3, f"raised after {took:.1f} s, timeout "
                                                       f"{args.timeout} s")
     expect_error(ck, lambda: dist.all_reduce(t), ["failed earlier"], "the group refuses work")
+    store.add("timeout_case_done", 1)
 
 
 def main():
