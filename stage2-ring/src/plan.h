@@ -51,7 +51,7 @@ struct CommPlan {
 tcclResult_t addItem(Phase& phase, WorkKind kind, int peer, int channel, Connector* send,
                      Connector* recv, const std::vector<WorkElem>& elems);
 
-/// The p2p phase (group_launch.cc).
+/// The p2p phase (plan_p2p.cc).
 tcclResult_t planP2p(tcclComm* comm, CommPlan& plan);
 /// The collectives phase, on rings (plan_ring.cc, stage 2). Runs before the p2p phase.
 tcclResult_t planRing(tcclComm* comm, CommPlan& plan);

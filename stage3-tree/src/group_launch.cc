@@ -1,14 +1,14 @@
 /*
  * group_launch.cc: turning a group's tasks into work and running it.
  *
- * What it is: the planner and launcher behind tcclGroupEnd. For each communicator:
+ * What it is: the launcher behind tcclGroupEnd, which calls the planners. For each
+ * communicator:
  *
  *   1. classify buffers: all host (host executor) or all device (GPU executor), never mixed;
  *   2. plan: the tasks become a list of phases, each a WorkBatch run to completion before the
  *      next: the collectives (stage 2, plan_ring.cc; stage 3 first picks each one's algorithm,
- *      tuning.h, and plans trees after rings, plan_tree.cc), then the p2p operations. In the p2p
- *      phase, one WorkItem per (peer, direction) holds that peer's sends (or receives) in
- *      issue order; sends to oneself are paired with receives from oneself as local copies;
+ *      tuning.h, and plans trees after rings, plan_tree.cc), then the p2p operations
+ *      (plan_p2p.cc);
  *   3. connect the connectors the plan needs and that do not exist yet (lazily, as NCCL);
  *   4. run, phase by phase: host batches start on every communicator's pool and are then
  *      waited for; GPU batches are launched on their streams (stream order keeps the phases
@@ -19,12 +19,11 @@
  * zero-byte operations move nothing on either side; a plan that does not fit one batch is
  * refused with a message rather than split in a way that could deadlock.
  *
- * NCCL counterpart: src/enqueue.cc (ncclPrepareTasks, scheduleP2pTasksToPlan,
- * ncclLaunchPrepare), src/group.cc (groupLaunch).
+ * NCCL counterpart: src/enqueue.cc (ncclPrepareTasks, ncclLaunchPrepare), src/group.cc
+ * (groupLaunch).
  * Added in: stage 1; the collectives phase in stage 2; algorithm selection and trees in stage 3.
  */
 #include <algorithm>
-#include <map>
 #include <set>
 
 #include "comm.h"
@@ -61,87 +60,6 @@ tcclResult_t classifyMemory(tcclComm* comm, const CommTasks& t, bool* onDevice) 
   return tcclSuccess;
 }
 
-WorkElem p2pElem(WorkFunc f, const void* src, void* dst, size_t bytes) {
-  WorkElem e{};
-  e.func = f;
-  e.sendbuff = src;
-  e.recvbuff = dst;
-  e.count = bytes;
-  return e;
-}
-
-}  // namespace
-
-tcclResult_t addItem(Phase& phase, WorkKind kind, int peer, int channel, Connector* send,
-                     Connector* recv, const std::vector<WorkElem>& elems) {
-  WorkBatch& b = phase.batch;
-  if (b.nItems >= kMaxWorkItems || b.nElems + int(elems.size()) > kMaxWorkElems) {
-    TCCL_WARN("group too large: at most %d work items (peers x directions, channels) and %d "
-              "operations per communicator in one group",
-              kMaxWorkItems, kMaxWorkElems);
-    return tcclInvalidUsage;
-  }
-  WorkItem& it = b.items[b.nItems];
-  it = WorkItem{};
-  it.kind = kind;
-  it.peer = peer;
-  it.channel = channel;
-  it.elemStart = b.nElems;
-  it.elemCount = int(elems.size());
-  for (const WorkElem& e : elems) b.elems[b.nElems++] = e;
-  if (send) phase.itemConns.push_back({b.nItems, send});
-  if (recv) phase.itemConns.push_back({b.nItems, recv});
-  b.nItems++;
-  return tcclSuccess;
-}
-
-/// Step 2, the p2p phase: items per (peer, direction); self sends paired with self receives.
-tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
-  if (plan.tasks->p2p.empty()) return tcclSuccess;
-  std::map<int, std::vector<WorkElem>> sends, recvs;
-  std::vector<const P2pTask*> selfSends, selfRecvs;
-  // >>> exercise 1.2: a group's operations become per-peer lists
-  for (const P2pTask& p : plan.tasks->p2p) {
-    if (p.bytes == 0) continue;  // NCCL semantics: nothing moves, on either side
-    if (p.peer == comm->rank) {
-      (p.isSend ? selfSends : selfRecvs).push_back(&p);
-    } else if (p.isSend) {
-      sends[p.peer].push_back(p2pElem(WorkFunc::kSend, p.sendbuff, nullptr, p.bytes));
-    } else {
-      recvs[p.peer].push_back(p2pElem(WorkFunc::kRecv, nullptr, p.recvbuff, p.bytes));
-    }
-  }
-  // <<< exercise 1.2
-  if (selfSends.size() != selfRecvs.size()) {
-    TCCL_WARN("rank %d: %zu send(s) to itself but %zu receive(s) from itself in one group",
-              comm->rank, selfSends.size(), selfRecvs.size());
-    return tcclInvalidUsage;
-  }
-  std::vector<WorkElem> copies;
-  for (size_t i = 0; i < selfSends.size(); i++) {
-    if (selfSends[i]->bytes != selfRecvs[i]->bytes) {
-      TCCL_WARN("rank %d: send to itself of %zu bytes matched with a receive of %zu bytes",
-                comm->rank, selfSends[i]->bytes, selfRecvs[i]->bytes);
-      return tcclInvalidUsage;
-    }
-    copies.push_back(p2pElem(WorkFunc::kCopy, selfSends[i]->sendbuff, selfRecvs[i]->recvbuff,
-                             selfSends[i]->bytes));
-  }
-  Phase phase;
-  if (!copies.empty()) TCCL_CHECK(addItem(phase, WorkKind::kP2p, -1, 0, nullptr, nullptr, copies));
-  for (auto& [peer, elems] : sends) {
-    TCCL_CHECK(addItem(phase, WorkKind::kP2p, peer, 0, comm->getConnector(peer, 0, true),
-                       nullptr, elems));
-  }
-  for (auto& [peer, elems] : recvs) {
-    TCCL_CHECK(addItem(phase, WorkKind::kP2p, peer, 0, nullptr,
-                       comm->getConnector(peer, 0, false), elems));
-  }
-  if (phase.batch.nItems > 0) plan.phases.push_back(std::move(phase));
-  return tcclSuccess;
-}
-
-namespace {
 
 /// The step timeline's "api" lane (trace.h): one span per operation of the group, from the
 /// launch until it is done (on the GPU: until the stream has passed the group's kernels).

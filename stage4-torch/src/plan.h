@@ -64,7 +64,7 @@ tcclResult_t addTableItem(Phase& phase, WorkKind kind, int peer, int channel,
 /// sets nChannels (plan_ring.cc).
 tcclResult_t makeCollElem(const CollTask& t, bool onDevice, WorkElem* e);
 
-/// The p2p phase (group_launch.cc).
+/// The p2p phase (plan_p2p.cc).
 tcclResult_t planP2p(tcclComm* comm, CommPlan& plan);
 /// The collectives phase, on rings (plan_ring.cc, stage 2). Runs before the p2p phase.
 tcclResult_t planRing(tcclComm* comm, CommPlan& plan);

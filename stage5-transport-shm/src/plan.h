@@ -35,7 +35,7 @@
 // same value (checked at init).
 TCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 32768)
 // Stage 5: the most parts (channels) a large device-buffer send/recv is cut into, as
-// NCCL_MAX_P2P_NCHANNELS; 0: the bound group_launch.cc computes. Every rank must use the same
+// NCCL_MAX_P2P_NCHANNELS; 0: the bound plan_p2p.cc computes. Every rank must use the same
 // value (checked at init): it decides how both ends cut a message.
 TCCL_PARAM(MaxP2pNChannels, "MAX_P2P_NCHANNELS", 0)
 
@@ -55,13 +55,13 @@ struct DeviceCopy {
 /// Every block of a kernel must be resident together (a send block spins until its peer's
 /// receive block drains the FIFO, and a block that never gets an SM never does); tccl's
 /// 512-thread blocks take an SM each (they use more than 64 registers a thread), and an H100
-/// SXM has 132 SMs. group_launch.cc sizes the parts of large messages from this number (the
+/// SXM has 132 SMs. plan_p2p.cc sizes the parts of large messages from this number (the
 /// same on every rank); the launcher caps a p2p kernel at the rank's share of what its GPU
 /// really holds (kernel.cu, residentBlocks), and a batch with more items than blocks runs
 /// them in turns (device/kernel_entry.cuh).
 constexpr int kP2pBlockBudget = 128;
 
-/// Stage 5: a p2p item's place in the order every rank gives its p2p items (group_launch.cc):
+/// Stage 5: a p2p item's place in the order every rank gives its p2p items (plan_p2p.cc):
 /// the pair of ranks (lower, higher), the channel, then the direction whose sender is the
 /// lower rank. One rank sorting its items by this key sorts them by peer, and that is one
 /// order of all pairs {a, b} that every rank shares. So when a rank has fewer blocks than
@@ -144,7 +144,7 @@ bool oneRankIsCopy(const WorkElem& e);
 /// (group_launch.cc). *done is
 /// false when it is not such a call; the caller then takes the planner's way.
 tcclResult_t launchOneRankColl(tcclComm* comm, const CollTask& t, cudaStream_t stream, bool* done);
-/// The p2p phase (group_launch.cc).
+/// The p2p phase (plan_p2p.cc).
 tcclResult_t planP2p(tcclComm* comm, CommPlan& plan);
 /// The collectives phase, on rings (plan_ring.cc, stage 2). Runs before the p2p phase.
 tcclResult_t planRing(tcclComm* comm, CommPlan& plan);

@@ -1,15 +1,14 @@
 /*
  * group_launch.cc: turning a group's tasks into work and running it.
  *
- * What it is: the planner and launcher behind tcclGroupEnd. For each communicator:
+ * What it is: the launcher behind tcclGroupEnd, which calls the planners. For each
+ * communicator:
  *
  *   1. classify buffers: all host (host executor) or all device (GPU executor), never mixed;
  *   2. plan: the tasks become a list of phases, each a WorkBatch run to completion before the
  *      next: the collectives (stage 2, plan_ring.cc; stage 3 first picks each one's algorithm,
- *      tuning.h, and plans trees after rings, plan_tree.cc), then the p2p operations. In the p2p
- *      phase, one WorkItem per (peer, direction) holds that peer's sends (or receives) in
- *      issue order (stage 5: one per channel, each moving its part of every operation);
- *      sends to oneself are paired with receives from oneself as local copies;
+ *      tuning.h, and plans trees after rings, plan_tree.cc), then the p2p operations
+ *      (plan_p2p.cc);
  *   3. connect the connectors the plan needs and that do not exist yet (lazily, as NCCL);
  *   4. run, phase by phase: host batches start on every communicator's pool and are then
  *      waited for; GPU batches are launched on their streams (stream order keeps the phases
@@ -21,13 +20,12 @@
  * zero-byte operations move nothing on either side; a plan that does not fit one batch is
  * refused with a message rather than split in a way that could deadlock.
  *
- * NCCL counterpart: src/enqueue.cc (ncclPrepareTasks, scheduleP2pTasksToPlan,
- * ncclLaunchPrepare), src/group.cc (groupLaunch).
+ * NCCL counterpart: src/enqueue.cc (ncclPrepareTasks, ncclLaunchPrepare), src/group.cc
+ * (groupLaunch).
  * Added in: stage 1; the collectives phase in stage 2; algorithm selection and trees in stage 3;
  * CUDA graph capture in stage 5.
  */
 #include <algorithm>
-#include <map>
 #include <set>
 
 #include "comm.h"
@@ -67,181 +65,6 @@ tcclResult_t classifyMemory(tcclComm* comm, const CommTasks& t, bool* onDevice, 
   return tcclSuccess;
 }
 
-WorkElem p2pElem(WorkFunc f, const void* src, void* dst, size_t bytes) {
-  WorkElem e{};
-  e.func = f;
-  e.sendbuff = src;
-  e.recvbuff = dst;
-  e.count = bytes;
-  e.nChannels = 1;  // one part (stage 5: addPeerElems cuts large device-buffer ones)
-  return e;
-}
-
-// Device buffers (stage 5): a large message to a peer is cut into parts, one per channel, so
-// that several thread blocks move it over several connections at once (NCCL spreads p2p over
-// channels the same way, up to NCCL_MAX_P2P_NCHANNELS). One block copies a few tens of GB/s
-// (measured on the H100, 2 ranks sharing it, 256 MiB send/recv per rank: 142 GB/s on 4
-// channels, 302 on 16, 341 on 32), so a large message wants many. Host buffers keep one
-// channel (each would cost a host thread).
-//
-// The bound: a send to one peer and a receive from another, each cut into this many parts,
-// fill the rank's share of the GPU's blocks (kP2pBlockBudget over the ranks sharing the GPU,
-// plan.h), and an all-to-all still fits one batch (2 items per peer and part). That is 32
-// parts at 2 ranks on one GPU, 16 at 4; 9 at 8 ranks on a GPU each. A group with more items
-// than blocks is still safe (the kernel runs them in turns, in an order every rank shares:
-// see orderP2pItems below). The cut depends on the message's size and these
-// communicator-wide numbers alone, so the receiver cuts the matching receive the same way;
-// each part is computed where it runs (p2pPart, device/p2p.h). TCCL_MAX_P2P_NCHANNELS, set,
-// lowers the bound. Every rank must use the same value (plan.h; checked at init).
-constexpr size_t kP2pChannelBytes = 512 << 10;  // at least this much per part
-constexpr int kP2pMaxParts = 32;
-
-int p2pParts(const tcclComm* comm, size_t bytes, bool onDevice) {
-  if (!onDevice) return 1;
-  int most = std::min(kP2pBlockBudget / (2 * comm->ranksPerGpu),
-                      kMaxWorkItems / (2 * std::max(1, comm->nranks - 1)));
-  if (tcclParamMaxP2pNChannels() > 0) most = std::min<int64_t>(most, tcclParamMaxP2pNChannels());
-  most = std::clamp(most, 1, kP2pMaxParts);
-  return int(std::clamp<size_t>(bytes / kP2pChannelBytes, 1, size_t(most)));
-}
-
-/// Appends one peer's operations in one direction to the batch's elems, in issue order, each
-/// with the number of parts it is cut into (and its protocol, stage 5); returns how many
-/// channels they need (the most parts of any). Every channel's item runs the same elems,
-/// each moving its own part (device/p2p.h).
-int addPeerElems(tcclComm* comm, bool onDevice, Phase& phase, std::vector<WorkElem>& elems) {
-  int channels = 1;
-  for (WorkElem& e : elems) {
-    e.nChannels = p2pParts(comm, e.count, onDevice);
-    // Stage 5: small messages go by LL, in one part (an LL step is 32 KiB: a message below
-    // the threshold gains nothing from more blocks, whatever TCCL_P2P_LL_THRESHOLD says).
-    if (onDevice && comm->llAvailable && int64_t(e.count) <= tcclParamP2pLLThreshold()) {
-      e.proto = kProtoLL;
-      e.nChannels = 1;
-    }
-    channels = std::max(channels, e.nChannels);
-    phase.batch.elems[phase.batch.nElems++] = e;
-  }
-  return channels;
-}
-
-/// The items of the p2p phase, in the order every rank shares (p2pOrderKey, plan.h): when a
-/// kernel has fewer blocks than items and each block runs its items in this order
-/// (device/kernel_entry.cuh), no group can wait on a block that never starts.
-tcclResult_t orderP2pItems(tcclComm* comm, bool onDevice, Phase& phase,
-                           std::map<int, std::vector<WorkElem>>& sends,
-                           std::map<int, std::vector<WorkElem>>& recvs) {
-  struct Pending {
-    P2pOrderKey key;
-    int peer, channel, elemStart, elemCount;
-    bool isSend;
-  };
-  std::vector<Pending> items;
-  WorkBatch& b = phase.batch;
-  for (bool isSend : {true, false}) {
-    for (auto& [peer, elems] : isSend ? sends : recvs) {
-      if (b.nElems + int(elems.size()) > kMaxWorkElems) return groupTooLarge();
-      const int start = b.nElems;
-      const int channels = addPeerElems(comm, onDevice, phase, elems);
-      for (int c = 0; c < channels; c++) {
-        items.push_back({p2pOrderKey(comm->rank, peer, c, isSend), peer, c, start,
-                         int(elems.size()), isSend});
-      }
-    }
-  }
-  std::sort(items.begin(), items.end(),
-            [](const Pending& x, const Pending& y) { return x.key < y.key; });
-  for (const Pending& it : items) {
-    Connector* conn = comm->getConnector(it.peer, it.channel, it.isSend, onDevice);
-    TCCL_CHECK(addRangeItem(phase, WorkKind::kP2p, it.peer, it.channel,
-                            it.isSend ? conn : nullptr, it.isSend ? nullptr : conn,
-                            it.elemStart, it.elemCount));
-  }
-  return tcclSuccess;
-}
-
-}  // namespace
-
-tcclResult_t addItem(Phase& phase, WorkKind kind, int peer, int channel, Connector* send,
-                     Connector* recv, const std::vector<WorkElem>& elems) {
-  WorkBatch& b = phase.batch;
-  if (b.nElems + int(elems.size()) > kMaxWorkElems) return groupTooLarge();
-  const int start = b.nElems;
-  for (const WorkElem& e : elems) b.elems[b.nElems++] = e;
-  return addRangeItem(phase, kind, peer, channel, send, recv, start, int(elems.size()));
-}
-
-tcclResult_t addRangeItem(Phase& phase, WorkKind kind, int peer, int channel, Connector* send,
-                          Connector* recv, int elemStart, int elemCount) {
-  WorkBatch& b = phase.batch;
-  if (b.nItems >= kMaxWorkItems) return groupTooLarge();
-  WorkItem& it = b.items[b.nItems];
-  it = WorkItem{};
-  it.kind = kind;
-  it.peer = peer;
-  it.channel = channel;
-  it.elemStart = elemStart;
-  it.elemCount = elemCount;
-  if (send) phase.itemConns.push_back({b.nItems, send});
-  if (recv) phase.itemConns.push_back({b.nItems, recv});
-  b.nItems++;
-  return tcclSuccess;
-}
-
-tcclResult_t groupTooLarge() {
-  TCCL_WARN("group too large: at most %d work items (peers x directions, channels) and %d "
-            "operations per communicator in one group",
-            kMaxWorkItems, kMaxWorkElems);
-  return tcclInvalidUsage;
-}
-
-/// Step 2, the p2p phase: items per (peer, direction); self sends paired with self receives.
-tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
-  if (plan.tasks->p2p.empty()) return tcclSuccess;
-  std::map<int, std::vector<WorkElem>> sends, recvs;
-  std::vector<const P2pTask*> selfSends, selfRecvs;
-  // >>> exercise 1.2: a group's operations become per-peer lists
-  for (const P2pTask& p : plan.tasks->p2p) {
-    if (p.bytes == 0) continue;  // NCCL semantics: nothing moves, on either side
-    if (p.peer == comm->rank) {
-      (p.isSend ? selfSends : selfRecvs).push_back(&p);
-    } else if (p.isSend) {
-      sends[p.peer].push_back(p2pElem(WorkFunc::kSend, p.sendbuff, nullptr, p.bytes));
-    } else {
-      recvs[p.peer].push_back(p2pElem(WorkFunc::kRecv, nullptr, p.recvbuff, p.bytes));
-    }
-  }
-  // <<< exercise 1.2
-  if (selfSends.size() != selfRecvs.size()) {
-    TCCL_WARN("rank %d: %zu send(s) to itself but %zu receive(s) from itself in one group",
-              comm->rank, selfSends.size(), selfRecvs.size());
-    return tcclInvalidUsage;
-  }
-  std::vector<WorkElem> copies;
-  for (size_t i = 0; i < selfSends.size(); i++) {
-    if (selfSends[i]->bytes != selfRecvs[i]->bytes) {
-      TCCL_WARN("rank %d: send to itself of %zu bytes matched with a receive of %zu bytes",
-                comm->rank, selfSends[i]->bytes, selfRecvs[i]->bytes);
-      return tcclInvalidUsage;
-    }
-    copies.push_back(p2pElem(WorkFunc::kCopy, selfSends[i]->sendbuff, selfRecvs[i]->recvbuff,
-                             selfSends[i]->bytes));
-  }
-  Phase& phase = plan.phases.emplace_back();  // in place (stage 5: plan_ring.cc says why)
-  if (!copies.empty() && plan.onDevice) {
-    // On the GPU the copy engine does them, at device-copy speed (stage 5).
-    for (const WorkElem& e : copies) {
-      if (e.sendbuff != e.recvbuff) phase.deviceCopies.push_back({e.sendbuff, e.recvbuff, e.count});
-    }
-  } else if (!copies.empty()) {
-    TCCL_CHECK(addItem(phase, WorkKind::kP2p, -1, 0, nullptr, nullptr, copies));
-  }
-  TCCL_CHECK(orderP2pItems(comm, plan.onDevice, phase, sends, recvs));
-  if (phase.batch.nItems == 0 && phase.deviceCopies.empty()) plan.phases.pop_back();
-  return tcclSuccess;
-}
-
-namespace {
 
 /// The step timeline's "api" lane (trace.h): one span per operation of the group, from the
 /// launch until it is done (on the GPU: until the stream has passed the group's kernels).

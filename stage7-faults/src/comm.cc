@@ -284,7 +284,7 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   TCCL_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   TCCL_CHECK(checkPeers(comm));
   // Stage 5: the most ranks on any one GPU (from the all-gathered bus ids, so every rank
-  // agrees). Device work shares that GPU's blocks among them (plan_ring.cc, group_launch.cc).
+  // agrees). Device work shares that GPU's blocks among them (plan_ring.cc, plan_p2p.cc).
   for (const PeerInfo& p : comm->peers) {
     int same = 0;
     for (const PeerInfo& q : comm->peers) {

@@ -75,7 +75,7 @@ EXERCISES = [
         targets=["{p}test_primitives"], env={"GTEST_FAIL_FAST": "1"}),
     Exercise(
         id="1.2", title="a group's operations become per-peer lists", level="medium",
-        file="src/group_launch.cc",
+        file="src/plan_p2p.cc",
         stubs=["return tcclInternalError;"],
         # One rank: every operation is with oneself, so no byte crosses a socket and 1.1 and
         # 1.3 are not needed. The lists for other peers are graded again by 1.3's tests.

@@ -51,7 +51,7 @@ constexpr int kThreads = 512;
 /// The body of every kernel: block b runs items b, b + gridDim.x, b + 2 gridDim.x, ... of the
 /// batch, one after the other. The grid has one block per item, except a p2p batch with more
 /// items than its share of the GPU's blocks (plan.h, kP2pBlockBudget; stage 5): its items
-/// are ordered so that running them in turns cannot deadlock (group_launch.cc,
+/// are ordered so that running them in turns cannot deadlock (plan_p2p.cc,
 /// orderP2pItems).
 template <class Backend>
 __device__ __forceinline__ void runKernel(const WorkBatch& batch, bool copies) {
