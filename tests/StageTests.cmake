@@ -41,7 +41,8 @@
 #     PUBLIC_API: the sources see the stage's include/ (tccl.h) but not its src/, so their
 #     objects do not depend on the stage: they are compiled once per distinct include/ and
 #     shared by every stage whose include/ holds the same bytes (tccl_stage_shared_objects),
-#     the line `#define TCCL_STAGE <n>` aside for sources that never name TCCL_STAGE.
+#     the line `#define TCCL_STAGE <n>` aside for sources that never name TCCL_STAGE (nor
+#     do the headers they can include from directories every stage shares).
 #     Stages 2 to 6 have one tccl.h but for that line: ring_sweep_test.cc is compiled once for
 #     the five of them and linked five times, each program against its own stage's
 #     libtccl.so, which is what the test tests; errors_test.cc, which reads TCCL_STAGE, is
@@ -202,19 +203,54 @@ function(_tccl_headers_digest out)
   set(${out} ${digest} PARENT_SCOPE)
 endfunction()
 
-# True in <out> when one of the files, or a header beside one of them, names TCCL_STAGE (the
-# stage number the public header defines): such objects are the stage's own.
+# True in <out> when a source, or a header it can include from a directory it shares with
+# every stage (its own directory, INCLUDES, the include directories LIBS lend), names
+# TCCL_STAGE, the stage number the public header defines: such objects are the stage's own.
+# Usage: _tccl_reads_stage(<out> SOURCES <files...> DIRS <dirs...> LIBS <targets...>)
 function(_tccl_reads_stage out)
-  set(found OFF)
-  foreach(src IN LISTS ARGN)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "SOURCES;DIRS;LIBS")
+  set(dirs ${ARG_DIRS})
+  foreach(src IN LISTS ARG_SOURCES)
     get_filename_component(dir "${src}" DIRECTORY)
-    file(GLOB beside "${dir}/*.h")
-    foreach(f IN LISTS src beside)
-      file(STRINGS "${f}" hits REGEX "TCCL_STAGE([^_A-Za-z0-9]|$)")
-      if(hits)
-        set(found ON)
-      endif()
-    endforeach()
+    list(APPEND dirs "${dir}")
+  endforeach()
+  foreach(lib IN LISTS ARG_LIBS)
+    if(TARGET ${lib})
+      get_target_property(lib_dirs ${lib} INTERFACE_INCLUDE_DIRECTORIES)
+      foreach(d IN LISTS lib_dirs)
+        if(d AND NOT d MATCHES "\\$<" AND IS_DIRECTORY "${d}")  # generator expressions: skip
+          list(APPEND dirs "${d}")
+        endif()
+      endforeach()
+    endif()
+  endforeach()
+  set(found OFF)
+  foreach(f IN LISTS ARG_SOURCES)
+    file(STRINGS "${f}" hits REGEX "TCCL_STAGE([^_A-Za-z0-9]|$)")
+    if(hits)
+      set(found ON)
+    endif()
+  endforeach()
+  # Per directory, once per configure run (every stage asks about the same few).
+  list(REMOVE_DUPLICATES dirs)
+  foreach(dir IN LISTS dirs)
+    string(SHA256 dir_key "${dir}")
+    get_property(known GLOBAL PROPERTY TCCL_READS_STAGE_${dir_key} SET)
+    if(NOT known)
+      file(GLOB_RECURSE headers "${dir}/*.h")
+      set(reads OFF)
+      foreach(h IN LISTS headers)
+        file(STRINGS "${h}" hits REGEX "TCCL_STAGE([^_A-Za-z0-9]|$)")
+        if(hits)
+          set(reads ON)
+        endif()
+      endforeach()
+      set_property(GLOBAL PROPERTY TCCL_READS_STAGE_${dir_key} ${reads})
+    endif()
+    get_property(reads GLOBAL PROPERTY TCCL_READS_STAGE_${dir_key})
+    if(reads)
+      set(found ON)
+    endif()
   endforeach()
   set(${out} ${found} PARENT_SCOPE)
 endfunction()
@@ -238,7 +274,7 @@ function(tccl_stage_shared_objects out)
   endforeach()
   # Objects that never read TCCL_STAGE are the same for every stage whose headers differ only
   # in it (stages 2 to 6 today): one compile for all of them.
-  _tccl_reads_stage(reads_stage ${sources})
+  _tccl_reads_stage(reads_stage SOURCES ${sources} DIRS ${ARG_INCLUDES} LIBS ${ARG_LIBS})
   if(reads_stage)
     _tccl_headers_digest(headers ${ARG_HEADERS})
   else()
