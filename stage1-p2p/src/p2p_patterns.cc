@@ -19,7 +19,7 @@
  * grouped send/recv examples of NCCL's documentation.
  * Added in: stage 1.
  */
-#include "comm.h"
+#include "comm_context.h"
 #include "enqueue.h"
 #include "group.h"
 
@@ -56,12 +56,13 @@ extern "C" tcclResult_t tcclAlltoAll(const void* sendbuff, void* recvbuff, size_
                                      cudaStream_t stream) {
   size_t bytes = 0;
   TCCL_CHECK(groupCheck(checkDataArgs(comm, "tcclAlltoAll", sendbuff, count, datatype, &bytes)));
+  const CommContext& ctx = commContext(comm);
   TCCL_CHECK(groupCheck(checkDataArgs(comm, "tcclAlltoAll", recvbuff, count, datatype, &bytes)));
-  TCCL_CHECK(groupCheck(checkBlocks("tcclAlltoAll", count, datatype, comm->nranks)));
+  TCCL_CHECK(groupCheck(checkBlocks("tcclAlltoAll", count, datatype, ctx.nranks)));
   tcclResult_t res = tcclSuccess;
   TCCL_CHECK(tcclGroupStart());
   // One group: every rank posts all its sends and receives, so they progress together.
-  for (int r = 0; r < comm->nranks; r++) {
+  for (int r = 0; r < ctx.nranks; r++) {
     TCCL_CHECK_GOTO(tcclSend(at(sendbuff, bytes, r), count, datatype, r, comm, stream), res, out);
     TCCL_CHECK_GOTO(tcclRecv(at(recvbuff, bytes, r), count, datatype, r, comm, stream), res, out);
   }
@@ -74,16 +75,17 @@ extern "C" tcclResult_t tcclGather(const void* sendbuff, void* recvbuff, size_t 
                                    cudaStream_t stream) {
   size_t bytes = 0;
   TCCL_CHECK(groupCheck(checkDataArgs(comm, "tcclGather", sendbuff, count, datatype, &bytes)));
+  const CommContext& ctx = commContext(comm);
   TCCL_CHECK(groupCheck(checkPeer(comm, "tcclGather root", root)));
-  TCCL_CHECK(groupCheck(checkBlocks("tcclGather", count, datatype, comm->nranks)));
-  if (comm->rank == root) {
+  TCCL_CHECK(groupCheck(checkBlocks("tcclGather", count, datatype, ctx.nranks)));
+  if (ctx.rank == root) {
     TCCL_CHECK(groupCheck(checkDataArgs(comm, "tcclGather", recvbuff, count, datatype, &bytes)));
   }
   tcclResult_t res = tcclSuccess;
   TCCL_CHECK(tcclGroupStart());
   TCCL_CHECK_GOTO(tcclSend(sendbuff, count, datatype, root, comm, stream), res, out);
-  if (comm->rank == root) {
-    for (int r = 0; r < comm->nranks; r++) {
+  if (ctx.rank == root) {
+    for (int r = 0; r < ctx.nranks; r++) {
       TCCL_CHECK_GOTO(tcclRecv(at(recvbuff, bytes, r), count, datatype, r, comm, stream), res,
                       out);
     }
@@ -97,15 +99,16 @@ extern "C" tcclResult_t tcclScatter(const void* sendbuff, void* recvbuff, size_t
                                     cudaStream_t stream) {
   size_t bytes = 0;
   TCCL_CHECK(groupCheck(checkDataArgs(comm, "tcclScatter", recvbuff, count, datatype, &bytes)));
+  const CommContext& ctx = commContext(comm);
   TCCL_CHECK(groupCheck(checkPeer(comm, "tcclScatter root", root)));
-  TCCL_CHECK(groupCheck(checkBlocks("tcclScatter", count, datatype, comm->nranks)));
-  if (comm->rank == root) {
+  TCCL_CHECK(groupCheck(checkBlocks("tcclScatter", count, datatype, ctx.nranks)));
+  if (ctx.rank == root) {
     TCCL_CHECK(groupCheck(checkDataArgs(comm, "tcclScatter", sendbuff, count, datatype, &bytes)));
   }
   tcclResult_t res = tcclSuccess;
   TCCL_CHECK(tcclGroupStart());
-  if (comm->rank == root) {
-    for (int r = 0; r < comm->nranks; r++) {
+  if (ctx.rank == root) {
+    for (int r = 0; r < ctx.nranks; r++) {
       TCCL_CHECK_GOTO(tcclSend(at(sendbuff, bytes, r), count, datatype, r, comm, stream), res,
                       out);
     }
@@ -120,10 +123,11 @@ extern "C" tcclResult_t tcclNeighborExchange(const void* sendbuff, void* recvbuf
                                              cudaStream_t stream) {
   size_t bytes = 0;
   TCCL_CHECK(groupCheck(checkDataArgs(comm, "tcclNeighborExchange", sendbuff, count, datatype, &bytes)));
+  const CommContext& ctx = commContext(comm);
   TCCL_CHECK(groupCheck(checkDataArgs(comm, "tcclNeighborExchange", recvbuff, count, datatype, &bytes)));
   TCCL_CHECK(groupCheck(checkBlocks("tcclNeighborExchange", count, datatype, 2)));
-  const int n = comm->nranks;
-  const int left = (comm->rank - 1 + n) % n, right = (comm->rank + 1) % n;
+  const int n = ctx.nranks;
+  const int left = (ctx.rank - 1 + n) % n, right = (ctx.rank + 1) % n;
   tcclResult_t res = tcclSuccess;
   TCCL_CHECK(tcclGroupStart());
   // Order matters when left == right (two ranks, or one): messages between a pair match in

@@ -36,7 +36,7 @@ namespace tccl {
 
 class Proxy : public Kickable {
  public:
-  explicit Proxy(tcclComm* comm);
+  explicit Proxy(CommContext* comm);
   ~Proxy() override;
 
   tcclResult_t start();
@@ -52,7 +52,7 @@ class Proxy : public Kickable {
   bool progressOnce();        // one pass over the connectors; true when anything moved
   void sleep(int timeoutMs);  // poll() until a socket is ready, a kick, or the timeout
 
-  tcclComm* comm_;
+  CommContext* comm_;
   std::thread thread_;
   int eventFd_ = -1;
   std::atomic<bool> stop_{false};

@@ -13,7 +13,7 @@
  */
 #include <cstdint>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "enqueue.h"
 #include "group.h"
 
@@ -42,8 +42,9 @@ tcclResult_t checkBlocks(const char* call, size_t count, tcclDataType_t type, si
 }
 
 tcclResult_t checkPeer(tcclComm* comm, const char* call, int peer) {
-  TCCL_ARG_CHECK(peer >= 0 && peer < comm->nranks, "%s: peer %d is out of range [0, %d)", call,
-                 peer, comm->nranks);
+  const int nranks = commContext(comm).nranks;
+  TCCL_ARG_CHECK(peer >= 0 && peer < nranks, "%s: peer %d is out of range [0, %d)", call, peer,
+                 nranks);
   return tcclSuccess;
 }
 
@@ -55,7 +56,7 @@ extern "C" tcclResult_t tcclSend(const void* sendbuff, size_t count, tcclDataTyp
                                  int peer, tcclComm_t comm, cudaStream_t stream) {
   size_t bytes = 0;
   TCCL_CHECK(groupCheck(checkDataArgs(comm, "tcclSend", sendbuff, count, datatype, &bytes)));
-  setLogRank(comm->rank);
+  setLogRank(commContext(comm).rank);
   TCCL_CHECK(groupCheck(checkPeer(comm, "tcclSend", peer)));
   TCCL_INFO(kCall, "tcclSend: %zu bytes to rank %d, buff %p, stream %p", bytes, peer, sendbuff,
             (void*)stream);
@@ -66,7 +67,7 @@ extern "C" tcclResult_t tcclRecv(void* recvbuff, size_t count, tcclDataType_t da
                                  tcclComm_t comm, cudaStream_t stream) {
   size_t bytes = 0;
   TCCL_CHECK(groupCheck(checkDataArgs(comm, "tcclRecv", recvbuff, count, datatype, &bytes)));
-  setLogRank(comm->rank);
+  setLogRank(commContext(comm).rank);
   TCCL_CHECK(groupCheck(checkPeer(comm, "tcclRecv", peer)));
   TCCL_INFO(kCall, "tcclRecv: %zu bytes from rank %d, buff %p, stream %p", bytes, peer, recvbuff,
             (void*)stream);

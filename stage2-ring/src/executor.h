@@ -27,9 +27,10 @@
 #include "core.h"
 #include "device/work.h"
 
-struct tcclComm;
-
 namespace tccl {
+
+struct CommContext;
+struct LaunchState;
 
 /// A pool of host threads for one communicator. Grows to the widest batch it has seen.
 class WorkerPool {
@@ -57,13 +58,16 @@ class WorkerPool {
 
 /// Host executor: starts the batch on the comm's pool (returns at once). finishHostBatch waits
 /// and turns item statuses into a result. Several comms can be started before any is waited.
-tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch,
+/// An executor sees the communicator's context and launch state (launch_state.h), not the
+/// whole communicator.
+tcclResult_t startHostBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
                             std::vector<uint32_t>* status);
-tcclResult_t finishHostBatch(tcclComm* comm, const WorkBatch& batch,
+tcclResult_t finishHostBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
                              std::vector<uint32_t>& status);
 
 /// GPU executor: launches the batch on `stream` after the comm's previous launch.
-tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch, cudaStream_t stream);
+tcclResult_t launchGpuBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
+                            cudaStream_t stream);
 
 /// Step timeline, GPU side (kernel.cu): measures how the GPU's %globaltimer relates to the
 /// host's clock (host = gpu + *offsetNs; the sample was read within +-*errNs).

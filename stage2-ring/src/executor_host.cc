@@ -6,9 +6,10 @@
  */
 #include "executor.h"
 
-#include "comm.h"
+#include "comm_context.h"
 #include "device/run_work.h"
 #include "host_backend.h"
+#include "launch_state.h"
 #include "proxy.h"
 #include "trace.h"
 
@@ -74,9 +75,9 @@ struct NoProxy : Kickable {
 
 /// The backend for this communicator's host items. Connectors with a proxy get kicked after
 /// each post; a batch with only local copies has no proxy, and nobody needs kicking.
-HostBackend hostBackend(tcclComm* comm) {
+HostBackend hostBackend(CommContext* comm, LaunchState& launch) {
   static NoProxy noProxy;
-  Kickable* proxy = comm->proxy.get();
+  Kickable* proxy = launch.proxy.get();
   HostBackend be{comm->abortFlag, &comm->progress, proxy ? proxy : &noProxy};
   if (comm->tracePid >= 0) {
     be.traceSink = &traceRecordEmit;
@@ -86,7 +87,7 @@ HostBackend hostBackend(tcclComm* comm) {
 }
 
 /// The backend of item `i` of a batch: the shared one, with the item's own trace lane.
-HostBackend itemBackend(const tcclComm* comm, HostBackend be, int laneBase, const char* lane,
+HostBackend itemBackend(const CommContext* comm, HostBackend be, int laneBase, const char* lane,
                         int i) {
   be.traceTid = laneBase + i;
   traceLane(comm, be.traceTid, lane, i);
@@ -95,24 +96,24 @@ HostBackend itemBackend(const tcclComm* comm, HostBackend be, int laneBase, cons
 
 }  // namespace
 
-tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch,
+tcclResult_t startHostBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
                             std::vector<uint32_t>* status) {
   status->assign(batch.nItems, kWorkOk);
   if (batch.nItems == 0) return tcclSuccess;
-  if (!comm->workers) comm->workers = std::make_unique<WorkerPool>(comm->rank);
-  HostBackend be = hostBackend(comm);
+  if (!launch.workers) launch.workers = std::make_unique<WorkerPool>(comm->rank);
+  HostBackend be = hostBackend(comm, launch);
   uint32_t* out = status->data();
-  comm->workers->start(batch.nItems, [comm, be, &batch, out](int i) {
+  launch.workers->start(batch.nItems, [comm, be, &batch, out](int i) {
     HostBackend mine = itemBackend(comm, be, kTraceTidWorker, "worker", i);
     out[i] = runWorkItem(mine, batch, i);
   });
   return tcclSuccess;
 }
 
-tcclResult_t finishHostBatch(tcclComm* comm, const WorkBatch& batch,
+tcclResult_t finishHostBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
                              std::vector<uint32_t>& status) {
   if (batch.nItems == 0) return tcclSuccess;
-  comm->workers->wait();
+  launch.workers->wait();
   tcclResult_t res = tcclSuccess;
   for (int i = 0; i < batch.nItems; i++) {
     if (status[i] != kWorkOk && res == tcclSuccess) res = workStatusResult(status[i], batch.items[i]);

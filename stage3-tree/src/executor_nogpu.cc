@@ -10,7 +10,7 @@
 
 namespace tccl {
 
-tcclResult_t launchGpuBatch(tcclComm*, const WorkBatch&, cudaStream_t) {
+tcclResult_t launchGpuBatch(CommContext*, LaunchState&, const WorkBatch&, cudaStream_t) {
   TCCL_WARN("device buffers need the GPU executor, but this tccl was built without CUDA "
             "(configure with TCCL_WITH_CUDA=ON)");
   return tcclInvalidUsage;

@@ -27,6 +27,8 @@
 
 namespace tccl {
 
+struct CommContext;
+
 /// One phase of a communicator's plan: a batch and the connectors its items use.
 struct Phase {
   /// Zeroes the batch's header only. The arrays are written as items are added (addItem
@@ -64,12 +66,14 @@ tcclResult_t addTableItem(Phase& phase, WorkKind kind, int peer, int channel,
 /// sets nChannels (plan_ring.cc).
 tcclResult_t makeCollElem(const CollTask& t, bool onDevice, WorkElem* e);
 
+/// The planners read the communicator's context and take the connectors they use from its
+/// table (creating them there on first use; group_launch.cc connects the new ones).
 /// The p2p phase (plan_p2p.cc).
-tcclResult_t planP2p(tcclComm* comm, CommPlan& plan);
+tcclResult_t planP2p(const CommContext* comm, ConnectorTable& connectors, CommPlan& plan);
 /// The collectives phase, on rings (plan_ring.cc, stage 2). Runs before the p2p phase.
-tcclResult_t planRing(tcclComm* comm, CommPlan& plan);
+tcclResult_t planRing(const CommContext* comm, ConnectorTable& connectors, CommPlan& plan);
 /// The tree and recursive-doubling phase (plan_tree.cc, stage 3). Runs after the ring phase.
-tcclResult_t planTree(tcclComm* comm, CommPlan& plan);
+tcclResult_t planTree(const CommContext* comm, ConnectorTable& connectors, CommPlan& plan);
 
 }  // namespace tccl
 

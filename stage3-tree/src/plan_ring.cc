@@ -19,7 +19,7 @@
  */
 #include <algorithm>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "plan.h"
 #include "red_op.h"
 
@@ -39,13 +39,13 @@ constexpr size_t kMinChannelBytes = 256 << 10;  // below this a channel costs mo
 
 /// How many channels a collective of `bytes` (per rank block for gather/scatter) uses: one per
 /// kMinChannelBytes, within [TCCL_MIN_NCHANNELS or minCTAs, maxChannels].
-int channelsFor(tcclComm* comm, size_t bytes, int maxChannels) {
+int channelsFor(const CommContext* comm, size_t bytes, int maxChannels) {
   int n = int(std::min<size_t>(size_t(maxChannels), std::max<size_t>(1, bytes / kMinChannelBytes)));
   int minChannels = std::max(int(tcclParamMinNChannels()), comm->minChannels);
   return std::max(n, std::min(maxChannels, minChannels));
 }
 
-int maxRingChannels(tcclComm* comm) {
+int maxRingChannels(const CommContext* comm) {
   int n = int(tcclParamMaxNChannels());
   if (comm->maxChannels > 0) n = std::min(n, comm->maxChannels);
   return std::clamp(n, 1, kMaxWorkItems);
@@ -72,7 +72,7 @@ tcclResult_t makeCollElem(const CollTask& t, bool onDevice, WorkElem* out) {
   return tcclSuccess;
 }
 
-tcclResult_t planRing(tcclComm* comm, CommPlan& plan) {
+tcclResult_t planRing(const CommContext* comm, ConnectorTable& connectors, CommPlan& plan) {
   const int maxChannels = maxRingChannels(comm);
   std::vector<WorkElem> elems;
   int usedChannels = 1;
@@ -91,8 +91,8 @@ tcclResult_t planRing(tcclComm* comm, CommPlan& plan) {
   const int next = (comm->rank + 1) % comm->nranks;
   const int prev = (comm->rank + comm->nranks - 1) % comm->nranks;
   for (int c = 0; c < usedChannels; c++) {
-    Connector* send = comm->nranks > 1 ? comm->getConnector(next, c, true) : nullptr;
-    Connector* recv = comm->nranks > 1 ? comm->getConnector(prev, c, false) : nullptr;
+    Connector* send = comm->nranks > 1 ? connectors.get(next, c, true) : nullptr;
+    Connector* recv = comm->nranks > 1 ? connectors.get(prev, c, false) : nullptr;
     // The elems are stored once (with channel 0's item); every channel's item runs them all.
     TCCL_CHECK(addItem(phase, WorkKind::kRing, next, c, send, recv,
                        c == 0 ? elems : std::vector<WorkElem>{}));

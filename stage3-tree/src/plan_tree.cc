@@ -37,7 +37,7 @@
 #include <tuple>
 #include <vector>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "device/rec_doubling.h"
 #include "device/tree.h"
 #include "plan.h"
@@ -84,10 +84,11 @@ tcclResult_t appendElems(Phase& phase, const std::vector<WorkElem>& elems, ElemR
 
 /// The items of one rank in one tree (t: which tree, channel: its connectors; upDown: one item
 /// for both halves).
-tcclResult_t addTreeItems(tcclComm* comm, Phase& phase, WorkFunc func, const TreeNode& node,
-                          int t, int channel, ElemRange elems, bool upDown = false) {
+tcclResult_t addTreeItems(ConnectorTable& connectors, Phase& phase, WorkFunc func,
+                          const TreeNode& node, int t, int channel, ElemRange elems,
+                          bool upDown = false) {
   auto conn = [&](int peer, bool isSend) {
-    return peer < 0 ? nullptr : comm->getConnector(peer, channel, isSend);
+    return peer < 0 ? nullptr : connectors.get(peer, channel, isSend);
   };
   const bool up = func != WorkFunc::kBroadcast;    // AllReduce and Reduce go up
   const bool down = func != WorkFunc::kReduce;     // AllReduce and Broadcast come down
@@ -127,14 +128,14 @@ tcclResult_t addTreeItems(tcclComm* comm, Phase& phase, WorkFunc func, const Tre
 }
 
 /// The recursive-doubling item: folding partner, then the partner of each step.
-tcclResult_t addRecDoublingItem(tcclComm* comm, Phase& phase, int channel,
-                                ElemRange elems) {
+tcclResult_t addRecDoublingItem(const CommContext* comm, ConnectorTable& connectors,
+                                Phase& phase, int channel, ElemRange elems) {
   const int r = comm->rank, n = comm->nranks, p = rdPow2(n), extra = n - p;
   std::vector<Connector*> slots(2, nullptr);
   if (r < 2 * extra) {
     const int fold = r % 2 == 0 ? r + 1 : r - 1;
-    slots[0] = comm->getConnector(fold, channel, true);
-    slots[1] = comm->getConnector(fold, channel, false);
+    slots[0] = connectors.get(fold, channel, true);
+    slots[1] = connectors.get(fold, channel, false);
   }
   int firstPeer = -1;
   if (!(r < 2 * extra && r % 2 == 0)) {  // folded ranks only talk to their partner
@@ -143,8 +144,8 @@ tcclResult_t addRecDoublingItem(tcclComm* comm, Phase& phase, int channel,
       const int w = v ^ bit;
       const int peer = w < extra ? 2 * w + 1 : w + extra;
       if (firstPeer < 0) firstPeer = peer;
-      slots.push_back(comm->getConnector(peer, channel, true));
-      slots.push_back(comm->getConnector(peer, channel, false));
+      slots.push_back(connectors.get(peer, channel, true));
+      slots.push_back(connectors.get(peer, channel, false));
     }
   }
   return addTableItem(phase, WorkKind::kRecDoubling, firstPeer >= 0 ? firstPeer : r ^ 1, 0,
@@ -174,7 +175,7 @@ tcclResult_t addTableItem(Phase& phase, WorkKind kind, int peer, int channel,
   return tcclSuccess;
 }
 
-tcclResult_t planTree(tcclComm* comm, CommPlan& plan) {
+tcclResult_t planTree(const CommContext* comm, ConnectorTable& connectors, CommPlan& plan) {
   // Shapes in order of first appearance.
   std::vector<Shape> shapes;
   std::map<ShapeKey, size_t> index;
@@ -220,18 +221,18 @@ tcclResult_t planTree(tcclComm* comm, CommPlan& plan) {
         }
       }
       if (algo == kAlgoRecDoubling) {
-        TCCL_CHECK(addRecDoublingItem(comm, phase, channel, elems));
+        TCCL_CHECK(addRecDoublingItem(comm, connectors, phase, channel, elems));
       } else if (root == kSingleTree) {
-        TCCL_CHECK(addTreeItems(comm, phase, WorkFunc(func), doubleTree(r, n, 0), 0, channel,
-                                elems, /*upDown=*/true));
+        TCCL_CHECK(addTreeItems(connectors, phase, WorkFunc(func), doubleTree(r, n, 0), 0,
+                                channel, elems, /*upDown=*/true));
       } else if (WorkFunc(func) == WorkFunc::kAllReduce) {
         for (int t = 0; t < 2; t++) {
-          TCCL_CHECK(addTreeItems(comm, phase, WorkFunc(func), doubleTree(r, n, t), t,
+          TCCL_CHECK(addTreeItems(connectors, phase, WorkFunc(func), doubleTree(r, n, t), t,
                                   channel + t, elems));
         }
       } else {
-        TCCL_CHECK(addTreeItems(comm, phase, WorkFunc(func), rootedTree(r, n, root), 0, channel,
-                                elems));
+        TCCL_CHECK(addTreeItems(connectors, phase, WorkFunc(func), rootedTree(r, n, root), 0,
+                                channel, elems));
       }
     }
     TCCL_INFO(kColl, "tree plan: %zu shape(s), %d item(s)",

@@ -11,11 +11,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "comm_context.h"
 
 namespace tccl {
 
-Proxy::Proxy(tcclComm* comm) : comm_(comm) {}
+Proxy::Proxy(CommContext* comm) : comm_(comm) {}
 
 Proxy::~Proxy() { stop(); }
 

@@ -27,14 +27,6 @@ struct tcclComm;
 
 namespace tccl {
 
-/// A premulsum op made by tcclRedOpCreatePreMulSum.
-struct UserRedOp {
-  bool live = false;
-  tcclDataType_t dtype = tcclFloat32;
-  uint64_t scalarBits = 0;            // tcclScalarHostImmediate: the value, read at creation
-  const void* scalarPtr = nullptr;    // tcclScalarDevice: read when the operation runs
-};
-
 /// A resolved reduction: what the executor runs and its argument.
 struct RedOpChoice {
   DevRedOp op = DevRedOp::kSum;

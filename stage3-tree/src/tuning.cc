@@ -29,7 +29,7 @@
 #include <cstring>
 #include <vector>
 
-#include "comm.h"
+#include "comm_context.h"
 
 namespace tccl {
 
@@ -162,7 +162,7 @@ tcclResult_t parseAlgoList(const std::string& value, AlgoMask* out, std::string*
   return tcclSuccess;
 }
 
-tcclResult_t tuningInit(tcclComm* comm) {
+tcclResult_t tuningInit(CommContext* comm) {
   const std::string value = getEnvString("TCCL_ALGO");
   std::string why;
   if (parseAlgoList(value, &comm->algoMask, &why) != tcclSuccess) {
@@ -235,7 +235,7 @@ int chooseAlgorithm(const AlgoMask& mask, WorkFunc f, int nranks, size_t bytes, 
   return algo;
 }
 
-tcclResult_t tuningCheckPeers(tcclComm* comm) {
+tcclResult_t tuningCheckPeers(CommContext* comm) {
   // Every rank must choose the same algorithm for the same call, or their items would wait
   // for each other forever: TCCL_ALGO must agree, and the model's row (host or device) comes
   // from what all ranks have, not from this rank's buffers.
@@ -261,7 +261,7 @@ tcclResult_t tuningCheckPeers(tcclComm* comm) {
   return tcclSuccess;
 }
 
-tcclResult_t selectAlgorithm(tcclComm* comm, WorkFunc f, size_t bytes, int* algo) {
+tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, int* algo) {
   const bool onDevice = comm->tuneDevice;
   // The log line costs a few formatted numbers: build it only when TUNING is on.
   char line[256];

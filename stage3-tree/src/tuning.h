@@ -34,23 +34,18 @@
 #include <cstddef>
 #include <string>
 
+#include "algo_mask.h"
 #include "core.h"
 #include "device/work.h"
 
-struct tcclComm;
-
 namespace tccl {
 
-enum Algo : int { kAlgoRing = 0, kAlgoTree = 1, kAlgoRecDoubling = 2, kNumAlgos = 3 };
-constexpr int kNumCollFuncs = 5;  // AllReduce, AllGather, ReduceScatter, Broadcast, Reduce
+struct CommContext;
 
 /// "ring", "tree", "recdoubling".
 const char* algoName(int algo);
 
-/// Which algorithms each collective may use: allowed[coll][algo], coll = collIndex(func).
-struct AlgoMask {
-  bool allowed[kNumCollFuncs][kNumAlgos];
-};
+/// The row of a collective in the masks (algo_mask.h): 0 for AllReduce ... 4 for Reduce.
 int collIndex(WorkFunc f);
 
 /// Parses a TCCL_ALGO value (empty: everything allowed). On error returns tcclInvalidArgument
@@ -58,7 +53,7 @@ int collIndex(WorkFunc f);
 tcclResult_t parseAlgoList(const std::string& value, AlgoMask* out, std::string* why);
 
 /// Reads TCCL_ALGO for a new communicator (comm->algoMask); an unknown name is an error here.
-tcclResult_t tuningInit(tcclComm* comm);
+tcclResult_t tuningInit(CommContext* comm);
 
 /// Whether `algo` has an implementation for `f` on n ranks.
 bool algoSupports(WorkFunc f, int algo, int nranks);
@@ -74,10 +69,10 @@ int chooseAlgorithm(const AlgoMask& mask, WorkFunc f, int nranks, size_t bytes, 
 
 /// After the peers are known: checks that every rank has the same TCCL_ALGO, and picks the
 /// model's row (device when every rank has a GPU, comm->tuneDevice).
-tcclResult_t tuningCheckPeers(tcclComm* comm);
+tcclResult_t tuningCheckPeers(CommContext* comm);
 
 /// Picks the algorithm for one call (and logs the decision under TUNING).
-tcclResult_t selectAlgorithm(tcclComm* comm, WorkFunc f, size_t bytes, int* algo);
+tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, int* algo);
 
 }  // namespace tccl
 

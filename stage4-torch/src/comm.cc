@@ -27,64 +27,28 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "cuda_wrap.h"
 #include "executor.h"
 #include "fiber.h"
 #include "proxy.h"
 #include "trace.h"
+#include "tuning.h"
 
 namespace {
 std::mutex registryMutex;
 std::unordered_set<const tcclComm*> registry;
 }  // namespace
 
-tccl::Connector* tcclComm::getConnector(int peer, int channel, bool isSend) {
-  auto& slot = connectors[tccl::ConnKey{peer, channel, isSend}];
-  if (!slot) {
-    slot = std::make_unique<tccl::Connector>();
-    slot->peer = peer;
-    slot->channel = channel;
-    slot->isSend = isSend;
-  }
-  return slot.get();
-}
+namespace tccl {
 
-tcclResult_t tcclComm::ensureProxy() {
+LaunchState::LaunchState() = default;
+LaunchState::~LaunchState() = default;
+
+tcclResult_t LaunchState::ensureProxy(CommContext& ctx) {
   if (proxy) return tcclSuccess;
-  proxy = std::make_unique<tccl::Proxy>(this);
+  proxy = std::make_unique<Proxy>(&ctx);
   return proxy->start();
 }
-
-void tcclComm::setError(tcclResult_t err) {
-  int expected = tcclSuccess;
-  if (asyncError.compare_exchange_strong(expected, err)) {
-    TCCL_WARN("communicator failed (%s): aborting its operations", tcclGetErrorString(err));
-  }
-  // Raise the flag every executor's spin loop checks. Only ever 0 -> 1. Release: the error
-  // recorded above is visible to whoever sees the flag.
-  __atomic_store_n(abortFlag, 1u, __ATOMIC_RELEASE);
-  progress.notify();  // host executors asleep on the signal look at the flag
-}
-
-tcclResult_t tcclComm::checkAsyncError() {
-  int err = asyncError.load();
-  if (err == tcclSuccess && devStatus != nullptr) {
-    for (int i = 0; i < tccl::kMaxWorkItems; i++) {
-      if (devStatus[i] != tccl::kWorkOk) {
-        err = tccl::kWorkSizeMismatch == devStatus[i] ? tcclInvalidUsage : tcclRemoteError;
-        break;
-      }
-    }
-  }
-  if (err == tcclSuccess && __atomic_load_n(abortFlag, __ATOMIC_ACQUIRE)) {
-    err = tcclRemoteError;  // aborted by tcclCommAbort
-  }
-  if (err != tcclSuccess) {
-    TCCL_WARN("communicator is in error state (%s)", tcclGetErrorString(tcclResult_t(err)));
-  }
-  return tcclResult_t(err);
-}
-
-namespace tccl {
 
 bool commIsLive(const tcclComm* comm) {
   std::lock_guard<std::mutex> lock(registryMutex);
@@ -97,6 +61,8 @@ tcclResult_t commCheck(const tcclComm* comm, const char* call) {
                  call, (const void*)comm);
   return tcclSuccess;
 }
+
+CommContext& commContext(tcclComm* comm) { return *comm; }
 
 /// Waits until the proxy has put every published step on the wire (head == tail on each send
 /// connector), the communicator fails, or TCCL_BOOTSTRAP_TIMEOUT passes.
@@ -114,7 +80,7 @@ static void drainSendFifos(tcclComm* comm) {
         TCCL_WARN("destroy: data for rank %d never left (the peer stopped reading)", c->peer);
         return;
       }
-      comm->proxy->kick();
+      comm->launch.proxy->kick();
       uint32_t seen = comm->progress.seq();
       if (loadAcquire(&fifo->head) < loadAcquire(&fifo->tail)) comm->progress.wait(seen, 1000);
     }
@@ -180,7 +146,7 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   comm->abortFlag = static_cast<volatile uint32_t*>(flag);
   comm->devStatus = reinterpret_cast<uint32_t*>(static_cast<char*>(flag) + 64);
   static_assert(64 + kMaxWorkItems * sizeof(uint32_t) <= 4096, "status words must fit");
-  if (mapped) TCCL_CHECK(eventCreate(&comm->lastLaunch));
+  if (mapped) TCCL_CHECK(eventCreate(&comm->launch.lastLaunch));
   TCCL_CHECK(traceCommInit(comm));
   TCCL_INFO(kInit, "comm %p rank %d nranks %d cudaDev %d busId %s%s%s", (void*)comm, comm->rank,
             comm->nranks, comm->cudaDev, me.busId, comm->name.empty() ? "" : " name ",
@@ -219,18 +185,18 @@ tcclResult_t commFree(tcclComm* comm, bool abort) {
   // Running kernels and workers bail out.
   if (abort && comm->abortFlag) __atomic_store_n(comm->abortFlag, 1u, __ATOMIC_RELEASE);
   // Kernels read the FIFOs and flags: they must be done before anything is freed.
-  if (comm->haveLaunched) eventSynchronize(comm->lastLaunch);
-  if (comm->proxy && !abort) drainSendFifos(comm);
-  if (comm->proxy) comm->proxy->stop();
-  comm->workers.reset();
-  comm->fibers.clear();
+  if (comm->launch.haveLaunched) eventSynchronize(comm->launch.lastLaunch);
+  if (comm->launch.proxy && !abort) drainSendFifos(comm);
+  if (comm->launch.proxy) comm->launch.proxy->stop();
+  comm->launch.workers.reset();
+  comm->launch.fibers.clear();
   for (auto& [key, c] : comm->connectors) {
     if (c->transportComm) c->transportComm->free(*c);
   }
-  comm->connectors.clear();
+  comm->connectors.map.clear();
   comm->bootstrap.reset();
   traceCommDestroy(comm);
-  eventDestroy(comm->lastLaunch);
+  eventDestroy(comm->launch.lastLaunch);
   hostFree(const_cast<uint32_t*>(comm->abortFlag), comm->cudaDev >= 0);
   comm->magic = 0;
   delete comm;

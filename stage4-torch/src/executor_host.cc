@@ -8,10 +8,11 @@
 
 #include <sched.h>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "device/run_work.h"
 #include "fiber.h"
 #include "host_backend.h"
+#include "launch_state.h"
 #include "proxy.h"
 #include "trace.h"
 
@@ -88,9 +89,9 @@ struct NoProxy : Kickable {
 
 /// The backend for this communicator's host items. Connectors with a proxy get kicked after
 /// each post; a batch with only local copies has no proxy, and nobody needs kicking.
-HostBackend hostBackend(tcclComm* comm) {
+HostBackend hostBackend(CommContext* comm, LaunchState& launch) {
   static NoProxy noProxy;
-  Kickable* proxy = comm->proxy.get();
+  Kickable* proxy = launch.proxy.get();
   HostBackend be{comm->abortFlag, &comm->progress, proxy ? proxy : &noProxy};
   if (comm->oversubscribed) be.spinPolls = 0;  // stage 3 (host_backend.h)
   if (comm->tracePid >= 0) {
@@ -101,7 +102,7 @@ HostBackend hostBackend(tcclComm* comm) {
 }
 
 /// The backend of item `i` of a batch: the shared one, with the item's own trace lane.
-HostBackend itemBackend(const tcclComm* comm, HostBackend be, int laneBase, const char* lane,
+HostBackend itemBackend(const CommContext* comm, HostBackend be, int laneBase, const char* lane,
                         int i) {
   be.traceTid = laneBase + i;
   traceLane(comm, be.traceTid, lane, i);
@@ -110,18 +111,18 @@ HostBackend itemBackend(const tcclComm* comm, HostBackend be, int laneBase, cons
 
 }  // namespace
 
-tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<uint32_t>* status,
-                            bool callerRuns) {
+tcclResult_t startHostBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
+                            std::vector<uint32_t>* status, bool callerRuns) {
   status->assign(batch.nItems, kWorkOk);
   if (batch.nItems == 0) return tcclSuccess;
   // Receives are posted before any item runs (MPI's pre-posted receives).
   for (int i = 0; i < batch.nItems; i++) prepostP2pRecv(batch, batch.items[i]);
   // From here until the last item returns our items are the progress engine (proxy.h).
-  Proxy* proxy = comm->proxy.get();
+  Proxy* proxy = launch.proxy.get();
   if (proxy) proxy->hostBatchBegin();
   if (callerRuns) return tcclSuccess;  // finishHostBatch runs them, as fibers
-  if (!comm->workers) comm->workers = std::make_unique<WorkerPool>(comm->rank);
-  HostBackend be = hostBackend(comm);
+  if (!launch.workers) launch.workers = std::make_unique<WorkerPool>(comm->rank);
+  HostBackend be = hostBackend(comm, launch);
   uint32_t* out = status->data();
   // The engine role ends on the thread whose item returns last, not in finishHostBatch: an
   // item may return with steps published but not sent (a staged send -- a reduction's, from
@@ -139,7 +140,7 @@ tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<
   // Here it comes right after 3 and wakes the proxy thread when a send FIFO still holds steps.
   std::function<void()> last;
   if (proxy) last = [proxy] { proxy->hostBatchEnd(); };
-  comm->workers->start(
+  launch.workers->start(
       batch.nItems,
       [comm, be, &batch, out](int i) {
         HostBackend mine = itemBackend(comm, be, kTraceTidWorker, "worker", i);
@@ -156,21 +157,21 @@ namespace {
 /// item got past a wait, this thread runs progress passes, yields the core a few times, and
 /// finally sleeps where the bytes arrive (the engine's poll(), proxy.h) -- the ladder a pool
 /// thread climbs in waitAtLeast.
-tcclResult_t runItemsAsFibers(tcclComm* comm, const WorkBatch& batch,
+tcclResult_t runItemsAsFibers(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
                               std::vector<uint32_t>& status) {
   if (batch.nItems == 1) {
     // Stage 3: one item has nobody to yield to: it runs on this thread as a worker would
     // (waiting by the spin-yield-sleep ladder of waitAtLeast). A fiber switch costs a system
     // call (swapcontext saves the signal mask), two per call at least: on the 2-core CI
     // machine that was half a microsecond of an 8-byte all-reduce at 2 ranks.
-    HostBackend be = itemBackend(comm, hostBackend(comm), kTraceTidFiber, "fiber", 0);
+    HostBackend be = itemBackend(comm, hostBackend(comm, launch), kTraceTidFiber, "fiber", 0);
     status[0] = runWorkItem(be, batch, 0);
     return tcclSuccess;
   }
-  auto& fibers = comm->fibers;
+  auto& fibers = launch.fibers;
   while (int(fibers.size()) < batch.nItems) fibers.push_back(std::make_unique<Fiber>());
   uint64_t ticks = 0;  // waits passed and progress passes that moved something
-  HostBackend be = hostBackend(comm);
+  HostBackend be = hostBackend(comm, launch);
   be.yield = &Fiber::yield;
   be.fiberTicks = &ticks;
   for (int i = 0; i < batch.nItems; i++) {
@@ -211,16 +212,16 @@ tcclResult_t runItemsAsFibers(tcclComm* comm, const WorkBatch& batch,
 
 }  // namespace
 
-tcclResult_t finishHostBatch(tcclComm* comm, const WorkBatch& batch,
+tcclResult_t finishHostBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
                              std::vector<uint32_t>& status, bool callerRuns) {
   if (batch.nItems == 0) return tcclSuccess;
   tcclResult_t res = tcclSuccess;
   if (callerRuns) {
-    res = runItemsAsFibers(comm, batch, status);
+    res = runItemsAsFibers(comm, launch, batch, status);
     // The items have all returned, on this thread: what is left in the FIFOs is the proxy's.
-    if (comm->proxy) comm->proxy->hostBatchEnd();
+    if (launch.proxy) launch.proxy->hostBatchEnd();
   } else {
-    comm->workers->wait();  // the last worker has called hostBatchEnd (startHostBatch)
+    launch.workers->wait();  // the last worker has called hostBatchEnd (startHostBatch)
   }
   if (res != tcclSuccess) return res;
   for (int i = 0; i < batch.nItems; i++) {

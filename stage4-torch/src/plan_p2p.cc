@@ -18,7 +18,7 @@
 #include <map>
 #include <vector>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "plan.h"
 
 namespace tccl {
@@ -60,7 +60,7 @@ tcclResult_t addItem(Phase& phase, WorkKind kind, int peer, int channel, Connect
 }
 
 /// Step 2, the p2p phase: items per (peer, direction); self sends paired with self receives.
-tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
+tcclResult_t planP2p(const CommContext* comm, ConnectorTable& connectors, CommPlan& plan) {
   if (plan.tasks->p2p.empty()) return tcclSuccess;
   std::map<int, std::vector<WorkElem>> sends, recvs;
   std::vector<const P2pTask*> selfSends, selfRecvs;
@@ -94,12 +94,12 @@ tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
   Phase phase;
   if (!copies.empty()) TCCL_CHECK(addItem(phase, WorkKind::kP2p, -1, 0, nullptr, nullptr, copies));
   for (auto& [peer, elems] : sends) {
-    TCCL_CHECK(addItem(phase, WorkKind::kP2p, peer, 0, comm->getConnector(peer, 0, true),
+    TCCL_CHECK(addItem(phase, WorkKind::kP2p, peer, 0, connectors.get(peer, 0, true),
                        nullptr, elems));
   }
   for (auto& [peer, elems] : recvs) {
     TCCL_CHECK(addItem(phase, WorkKind::kP2p, peer, 0, nullptr,
-                       comm->getConnector(peer, 0, false), elems));
+                       connectors.get(peer, 0, false), elems));
   }
   if (phase.batch.nItems > 0) plan.phases.push_back(std::move(phase));
   return tcclSuccess;

@@ -12,9 +12,10 @@
 #include <memory>
 #include <string>
 
-#include "comm.h"
+#include "comm_context.h"
+#include "cuda_wrap.h"
 #include "executor.h"
-#include "transport.h"
+#include "launch_state.h"
 
 namespace tccl {
 
@@ -77,7 +78,7 @@ struct ClockOffset {
 
 /// NTP's estimate, the fastest of kClockRounds ping-pongs with rank 0: our clock minus rank
 /// 0's is (t0 + t1) / 2 - t(rank 0), within +-(t1 - t0) / 2.
-tcclResult_t measureClockOffset(tcclComm* comm, ClockOffset* out) {
+tcclResult_t measureClockOffset(CommContext* comm, ClockOffset* out) {
   Bootstrap& b = *comm->bootstrap;
   if (comm->rank == 0) {
     // Serve every rank on another host, in rank order (each one pings kClockRounds times).
@@ -118,7 +119,7 @@ tcclResult_t measureClockOffset(tcclComm* comm, ClockOffset* out) {
 
 }  // namespace
 
-tcclResult_t traceCommInit(tcclComm* comm) {
+tcclResult_t traceCommInit(CommContext* comm) {
   bool any = false;
   for (const PeerInfo& p : comm->peers) any = any || p.trace != 0;
   if (!any) return tcclSuccess;
@@ -143,14 +144,14 @@ tcclResult_t traceCommInit(tcclComm* comm) {
   return tcclSuccess;
 }
 
-void traceCommDestroy(tcclComm* comm) {
+void traceCommDestroy(CommContext* comm) {
   if (comm->tracePid < 0) return;
   traceFlush();
   hostFree(comm->traceBufs, true);
   comm->traceBufs = nullptr;
 }
 
-tcclResult_t traceAllocGpu(tcclComm* comm) {
+tcclResult_t traceAllocGpu(CommContext* comm) {
   const size_t head = kMaxWorkItems * sizeof(TraceBuffer);
   const size_t recs = size_t(kMaxWorkItems) * kTraceRecsPerBlock * sizeof(TraceRecord);
   void* mem = nullptr;
@@ -164,7 +165,7 @@ tcclResult_t traceAllocGpu(tcclComm* comm) {
   return tcclSuccess;
 }
 
-void traceCollectGpu(tcclComm* comm) {
+void traceCollectGpu(CommContext* comm) {
   // Runs on a CUDA callback thread after the kernel finished: the blocks' writes to mapped
   // memory are complete and visible, and the next kernel of this communicator waits for us
   // (launches are chained after this callback), so the buffers can be reset here.
@@ -183,7 +184,7 @@ void traceCollectGpu(tcclComm* comm) {
   }
 }
 
-void traceLane(const tcclComm* comm, int tid, const char* what, int index) {
+void traceLane(const CommContext* comm, int tid, const char* what, int index) {
   if (comm->tracePid < 0) return;
   traceTrack(comm->tracePid, tid, std::string(what) + " " + std::to_string(index));
 }
@@ -262,12 +263,12 @@ void streamOpsDone(void* arg) {
 
 }  // namespace
 
-void traceOp(const tcclComm* comm, const TraceOp& op, uint64_t t0, uint64_t t1) {
+void traceOp(const CommContext* comm, const TraceOp& op, uint64_t t0, uint64_t t1) {
   if (comm->tracePid >= 0) emitOp(comm->tracePid, op, t0, t1);
 }
 
-void traceOpsOnStream(tcclComm* comm, cudaStream_t stream, std::vector<TraceOp> ops,
-                      uint64_t t0) {
+void traceOpsOnStream(CommContext* comm, LaunchState& launch, cudaStream_t stream,
+                      std::vector<TraceOp> ops, uint64_t t0) {
   if (comm->tracePid < 0 || ops.empty()) return;
   auto* p = new StreamOps{comm->tracePid, t0, std::move(ops)};
   if (launchHostFunc(stream, streamOpsDone, p) != tcclSuccess) {
@@ -277,26 +278,26 @@ void traceOpsOnStream(tcclComm* comm, cudaStream_t stream, std::vector<TraceOp> 
   // tcclCommDestroy waits for lastLaunch before it writes the file: let it cover this
   // callback too, so the group's spans are in the file. (Only when tracing: the next launch
   // then also waits for the callback.)
-  eventRecord(comm->lastLaunch, stream);
+  eventRecord(launch.lastLaunch, stream);
 }
 
-void traceProxyStep(const tcclComm& comm, const Connector& c, uint64_t step, int64_t bytes,
-                    uint64_t t0) {
+void traceProxyStep(const CommContext& comm, int peer, int channel, bool isSend, uint64_t step,
+                    int64_t bytes, uint64_t t0) {
   if (comm.tracePid < 0) return;
-  const int tid = kTraceTidProxy + 2 * (c.peer * 256 + c.channel) + (c.isSend ? 1 : 0);
+  const int tid = kTraceTidProxy + 2 * (peer * 256 + channel) + (isSend ? 1 : 0);
   traceTrack(comm.tracePid, tid,
-             std::string(c.isSend ? "proxy send to " : "proxy recv from ") +
-                 std::to_string(c.peer) + " ch " + std::to_string(c.channel));
+             std::string(isSend ? "proxy send to " : "proxy recv from ") +
+                 std::to_string(peer) + " ch " + std::to_string(channel));
   TraceEvent e{};
   e.t0 = t0;
   e.t1 = traceNowNs();
   e.pid = comm.tracePid;
   e.tid = tid;
-  e.name = c.isSend ? names().proxySend : names().proxyRecv;
+  e.name = isSend ? names().proxySend : names().proxyRecv;
   for (int64_t& a : e.args) a = kTraceNoArg;
   e.args[0] = int64_t(step);
-  e.args[1] = c.peer;
-  e.args[2] = c.channel;
+  e.args[1] = peer;
+  e.args[2] = channel;
   e.args[3] = bytes;
   traceRecord(e);
 }

@@ -22,8 +22,8 @@
 
 #include <cstdlib>
 
-#include "comm.h"
-#include "proxy.h"
+#include "comm_context.h"
+#include "cuda_wrap.h"
 #include "transport/socket/socket_transport.h"
 
 namespace tccl {
@@ -44,7 +44,18 @@ uint32_t infoTag(int channel, bool fromSendSide) {
 
 }  // namespace
 
-tcclResult_t selectTransport(const tcclComm& comm, int peer, Transport** out) {
+Connector* ConnectorTable::get(int peer, int channel, bool isSend) {
+  auto& slot = map[ConnKey{peer, channel, isSend}];
+  if (!slot) {
+    slot = std::make_unique<Connector>();
+    slot->peer = peer;
+    slot->channel = channel;
+    slot->isSend = isSend;
+  }
+  return slot.get();
+}
+
+tcclResult_t selectTransport(const CommContext& comm, int peer, Transport** out) {
   for (Transport* t : kTransports) {
     if (t->canConnect(comm, comm.peers[peer])) {
       *out = t;
@@ -55,7 +66,7 @@ tcclResult_t selectTransport(const tcclComm& comm, int peer, Transport** out) {
   return tcclInternalError;
 }
 
-tcclResult_t allocConnectorFifo(tcclComm& comm, Connector& c) {
+tcclResult_t allocConnectorFifo(CommContext& comm, Connector& c) {
   const uint64_t stepBytes = uint64_t(tcclParamBuffSize()) / kNSteps;
   // One allocation: counters, the ConnInfo, then the slots on a page boundary (so 16-byte
   // vector copies into slots are aligned).
@@ -87,7 +98,7 @@ static tcclResult_t connectPhases(std::vector<PendingConnects>& pending,
                                   std::vector<std::vector<ConnectInfo>>& infos) {
   // Phase 1: setup. Each connector picks its transport and describes itself.
   for (size_t g = 0; g < pending.size(); g++) {
-    tcclComm& comm = *pending[g].comm;
+    CommContext& comm = *pending[g].comm;
     infos[g].resize(pending[g].conns.size());
     for (size_t i = 0; i < pending[g].conns.size(); i++) {
       Connector& c = *pending[g].conns[i];
@@ -99,7 +110,7 @@ static tcclResult_t connectPhases(std::vector<PendingConnects>& pending,
   }
   // Phase 2: exchange. Send everything first, then receive: sends never wait for the peer.
   for (size_t g = 0; g < pending.size(); g++) {
-    tcclComm& comm = *pending[g].comm;
+    CommContext& comm = *pending[g].comm;
     for (size_t i = 0; i < pending[g].conns.size(); i++) {
       Connector& c = *pending[g].conns[i];
       TCCL_CHECK(comm.bootstrap->send(c.peer, infoTag(c.channel, c.isSend), &infos[g][i],
@@ -107,7 +118,7 @@ static tcclResult_t connectPhases(std::vector<PendingConnects>& pending,
     }
   }
   for (size_t g = 0; g < pending.size(); g++) {
-    tcclComm& comm = *pending[g].comm;
+    CommContext& comm = *pending[g].comm;
     for (size_t i = 0; i < pending[g].conns.size(); i++) {
       Connector& c = *pending[g].conns[i];
       // Our send side talks to the peer's receive side, and the other way round.
@@ -118,7 +129,7 @@ static tcclResult_t connectPhases(std::vector<PendingConnects>& pending,
   // Phases 3 and 4: send sides connect, then receive sides accept.
   for (int phase = 0; phase < 2; phase++) {
     for (size_t g = 0; g < pending.size(); g++) {
-      tcclComm& comm = *pending[g].comm;
+      CommContext& comm = *pending[g].comm;
       for (size_t i = 0; i < pending[g].conns.size(); i++) {
         Connector& c = *pending[g].conns[i];
         if (c.isSend != (phase == 0)) continue;
@@ -138,21 +149,15 @@ static tcclResult_t connectPhases(std::vector<PendingConnects>& pending,
 tcclResult_t connectAll(std::vector<PendingConnects>& pending) {
   std::vector<std::vector<ConnectInfo>> infos(pending.size());
   tcclResult_t res = connectPhases(pending, infos);
-  if (res != tcclSuccess) {
-    // A failed connection leaves the communicator unusable (peers may hold half of it).
-    for (auto& p : pending) p.comm->setError(res);
-  }
+  if (res == tcclSuccess) return res;
+  // A failed connection leaves the communicator unusable (peers may hold half of it).
   for (auto& p : pending) {
+    p.comm->setError(res);
     for (Connector* c : p.conns) {
-      if (res != tcclSuccess && !c->connected) {
+      if (!c->connected) {
         // Leave nothing half-made: the next group end starts this connector from scratch.
         if (c->transportComm) c->transportComm->free(*c);
         c->transportComm = nullptr;
-        continue;
-      }
-      if (res == tcclSuccess && c->transportComm->needsProxy()) {
-        TCCL_CHECK(p.comm->ensureProxy());
-        p.comm->proxy->add(c);
       }
     }
   }

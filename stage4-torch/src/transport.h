@@ -27,16 +27,17 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "core.h"
 #include "device/fifo.h"
 
-struct tcclComm;
-
 namespace tccl {
 
+struct CommContext;
 struct PeerInfo;
 class TransportComm;
 
@@ -91,17 +92,38 @@ struct Connector {
   std::unique_ptr<ConnectorResources> resources;
 };
 
+/// Key of a connector: (peer, channel, direction).
+struct ConnKey {
+  int peer;
+  int channel;
+  bool isSend;
+  bool operator<(const ConnKey& o) const {
+    return std::tie(peer, channel, isSend) < std::tie(o.peer, o.channel, o.isSend);
+  }
+};
+
+/// A communicator's connectors, created on first use (by the planners) and kept for the
+/// communicator's life; the map owns them.
+struct ConnectorTable {
+  std::map<ConnKey, std::unique_ptr<Connector>> map;
+  Connector* get(int peer, int channel, bool isSend);
+  auto begin() { return map.begin(); }
+  auto end() { return map.end(); }
+};
+
 /// One direction of a transport.
 class TransportComm {
  public:
   virtual ~TransportComm() = default;
-  virtual tcclResult_t setup(tcclComm& comm, Connector& c, ConnectInfo* info) = 0;
-  virtual tcclResult_t connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) = 0;
+  virtual tcclResult_t setup(CommContext& comm, Connector& c, ConnectInfo* info) = 0;
+  virtual tcclResult_t connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) = 0;
   virtual void free(Connector& c) = 0;
   /// True when the proxy thread must call progress() for this connector.
   virtual bool needsProxy() const { return false; }
   /// Moves what can be moved now, without blocking. Sets *didWork when anything moved.
-  virtual tcclResult_t progress(tcclComm& comm, Connector& c, bool* didWork) { return tcclSuccess; }
+  virtual tcclResult_t progress(CommContext& comm, Connector& c, bool* didWork) {
+    return tcclSuccess;
+  }
   /// The fd (and events) the proxy may sleep on for this connector; -1 when none.
   virtual int pollFd(const Connector& c, short* events) const { return -1; }
 };
@@ -111,23 +133,23 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
-  virtual bool canConnect(const tcclComm& comm, const PeerInfo& peer) const = 0;
+  virtual bool canConnect(const CommContext& comm, const PeerInfo& peer) const = 0;
   virtual TransportComm& send() = 0;
   virtual TransportComm& recv() = 0;
 };
 
 /// The transports, in order of preference (stage 5 puts P2P and SHM before the network).
 /// selectTransport returns the first whose canConnect() says yes.
-tcclResult_t selectTransport(const tcclComm& comm, int peer, Transport** out);
+tcclResult_t selectTransport(const CommContext& comm, int peer, Transport** out);
 
 /// Allocates a connector's FIFO: counters, ConnInfo and kNSteps slots, in one block of host
 /// memory (pinned and mapped when the communicator has a GPU). Used by every transport's setup.
-tcclResult_t allocConnectorFifo(tcclComm& comm, Connector& c);
+tcclResult_t allocConnectorFifo(CommContext& comm, Connector& c);
 void freeConnectorFifo(Connector& c);
 
 /// The connectors one communicator must connect at this group end.
 struct PendingConnects {
-  tcclComm* comm;
+  CommContext* comm;
   std::vector<Connector*> conns;
 };
 
@@ -135,7 +157,9 @@ struct PendingConnects {
 /// ConnectInfo over the bootstrap, connect. Called at tcclGroupEnd for the connectors the plan
 /// needs that are not connected yet (connections are created lazily, as in NCCL). Runs in
 /// phases across all communicators, so several ranks driven by one thread (tcclCommInitAll)
-/// never wait on each other.
+/// never wait on each other. On failure every pending communicator is put in error and the
+/// connectors left unconnected are reset; the caller hands the connected ones that
+/// needsProxy() to its proxy.
 tcclResult_t connectAll(std::vector<PendingConnects>& pending);
 
 }  // namespace tccl

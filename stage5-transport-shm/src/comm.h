@@ -1,154 +1,52 @@
 /*
  * comm.h: the communicator.
  *
- * What it is: one rank's view of a group of ranks, as ncclComm. It owns the bootstrap, what
- * every peer told us about itself (PeerInfo), the connectors (created lazily per peer, channel
- * and direction), the proxy thread that progresses network connectors, the host worker pool,
- * and the state the GPU path needs (mapped abort flag and status words, the last launch's
- * event).
+ * What it is: one rank's view of a group of ranks, as ncclComm: its context (comm_context.h:
+ * rank, peers, bootstrap, failure state, signals), the connectors (created lazily per peer,
+ * channel and direction) and the launch state (launch_state.h: the proxy thread, the host
+ * worker pool, the chain of GPU launches). Only the top of the library includes this header:
+ * the files that create, free and launch on a communicator. Transports, the proxy, the
+ * executors and the trace see the context, never tcclComm.
  *
  * Invariants:
  *  - A communicator is used by one thread at a time (as in NCCL); the proxy and the workers
- *    touch only the connectors and the flags, never the plan.
- *  - abortFlag only goes from 0 to 1; once raised every executor leaves its spin loops and
- *    asyncError holds the reason.
+ *    touch only the connectors and the context's flags and signals, never the plan.
  *  - Operations on one communicator run in issue order: GPU launches are chained through
- *    lastLaunch, host operations wait for it first.
+ *    launch.lastLaunch, host operations wait for it first.
  *
- * NCCL counterpart: src/include/comm.h (struct ncclComm, ncclPeerInfo in src/include/info.h).
+ * NCCL counterpart: src/include/comm.h (struct ncclComm).
  * Added in: stage 1.
  */
 #ifndef TCCL_COMM_H_
 #define TCCL_COMM_H_
 
-#include <atomic>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <string>
-#include <tuple>
-#include <vector>
-
-#include "core.h"
-#include "cuda_wrap.h"
-#include "device/trace_record.h"
-#include "progress_signal.h"
-#include "red_op.h"
-#include "tccl/common/bootstrap.h"
+#include "comm_context.h"
+#include "launch_state.h"
 #include "transport.h"
-#include "tuning.h"
 
 namespace tccl {
 
-class Proxy;
-class WorkerPool;
-class Fiber;
-class PeerWatch;
+/// A premulsum op made by tcclRedOpCreatePreMulSum (red_op.cc, stage 2).
+struct UserRedOp {
+  bool live = false;
+  tcclDataType_t dtype = tcclFloat32;
+  uint64_t scalarBits = 0;            // tcclScalarHostImmediate: the value, read at creation
+  const void* scalarPtr = nullptr;    // tcclScalarDevice: read when the operation runs
+};
+
 struct PlanCache;
-
-/// What each rank tells the others at init (all-gathered over the bootstrap).
-struct PeerInfo {
-  int32_t rank;
-  int32_t pid;
-  uint64_t hostHash;
-  int32_t cudaDev;      // -1: no GPU
-  int32_t stage;        // TCCL_STAGE of the library: all ranks must run the same chapter
-  uint64_t buffSize;    // TCCL_BUFFSIZE: all ranks must agree (FIFO steps must line up)
-  int32_t trace;        // TCCL_TRACE_FILE is set: every rank then helps measure clock offsets
-  int64_t p2pLLThreshold;  // TCCL_P2P_LL_THRESHOLD: all ranks must agree (stage 5)
-  int64_t p2pMaxChannels;  // TCCL_MAX_P2P_NCHANNELS: all ranks must agree (stage 5)
-  char busId[32];
-};
-
-/// Key of a connector: (peer, channel, direction, and whether it serves kernels: stage 5).
-struct ConnKey {
-  int peer;
-  int channel;
-  bool isSend;
-  bool forDevice;
-  bool operator<(const ConnKey& o) const {
-    return std::tie(peer, channel, isSend, forDevice) <
-           std::tie(o.peer, o.channel, o.isSend, o.forDevice);
-  }
-};
-
 constexpr uint64_t kCommMagic = 0x7cc1c0330cc1c033ull;
-
 }  // namespace tccl
 
-struct tcclComm {
+struct tcclComm : tccl::CommContext {
   uint64_t magic = tccl::kCommMagic;
-  int rank = -1;
-  int nranks = 0;
-  int cudaDev = -1;       // -1: host buffers only
-  std::string name;       // config commName, for logs
-  bool oversubscribed = false;  // stage 3: more ranks on this host than cores (host_backend.h)
-  int deviceChannels = 0;  // stage 5: the device-buffer channel bound (plan_ring.cc; 0: not yet)
-  int ranksPerGpu = 1;     // stage 5: the most ranks of this communicator sharing one GPU
-  int residentBlocks = 0;  // stage 5: kernel blocks this rank's GPU holds at once (kernel.cu)
-  int minChannels = 0;    // config minCTAs / maxCTAs (0: unset); bound the channels per call
-  int maxChannels = 0;
-  std::unique_ptr<tccl::Bootstrap> bootstrap;
-  std::vector<tccl::PeerInfo> peers;
-
-  // Connectors, created on first use and kept for the communicator's life.
-  std::map<tccl::ConnKey, std::unique_ptr<tccl::Connector>> connectors;
-
-  // Failure state. abortFlag lives in host memory that a kernel can read (mapped when cudaDev
-  // >= 0); devStatus is written by kernels, one word per work item, never cleared.
-  volatile uint32_t* abortFlag = nullptr;
-  uint32_t* devStatus = nullptr;
-  std::atomic<int> asyncError{tcclSuccess};
-
+  tccl::ConnectorTable connectors;  // kept for the communicator's life
+  tccl::LaunchState launch;
   std::vector<tccl::UserRedOp> userRedOps;  // tcclRedOpCreatePreMulSum's ops (stage 2)
-  tccl::AlgoMask algoMask;  // what TCCL_ALGO allows per collective (stage 3, tuning.h)
-  bool tuneDevice = false;  // the cost model's device row: every rank has a GPU (stage 3)
-  tccl::ProtoMask protoMask;  // what TCCL_PROTO allows per collective (stage 5, tuning.h)
-  // Kernels may run LL: every rank's kernels reach every peer over P2P or SHM (stage 5; set
-  // at init by tuningCheckPeers from every rank's answer).
-  bool llAvailable = false;
-
-  tccl::ProgressSignal progress;   // the proxy notifies it whenever it moves a counter
-  // Peer processes this rank shares FIFOs with (SHM, stage 5; null when none): nobody
-  // notifies `progress` for their counters, so host waiters poll longer before they sleep,
-  // and ask it whether they still live (host_backend.h).
-  std::unique_ptr<tccl::PeerWatch> peerWatch;
-  std::unique_ptr<tccl::Proxy> proxy;
-  std::unique_ptr<tccl::WorkerPool> workers;
-  std::vector<std::unique_ptr<tccl::Fiber>> fibers;  // host items run on the caller (fiber.h)
   // Stage 5: the last host collective's plan, reused by the next call of its shape
-  // (plan_cache.cc); null until then.
-  std::unique_ptr<tccl::PlanCache> planCache;
-
-  // GPU launches: each waits for the previous one so operations stay in issue order even when
-  // the user switches streams.
-  tccl::CudaEvent* lastLaunch = nullptr;
-  bool haveLaunched = false;
-  // Stage 5: the stream lastLaunch was last recorded on (its streamId, cuda_wrap.h; valid
-  // while lastStreamKnown). A launch on that stream is ordered after it by the stream itself
-  // and skips the wait (a microsecond of host time).
-  unsigned long long lastStreamId = 0;
-  bool lastStreamKnown = false;
-  std::atomic<int> gpuOpsInFlight{0};  // the proxy polls instead of sleeping while > 0
-
-  // Operations issued so far, in issue order (their sequence numbers in traces).
-  uint64_t opCount = 0;
-  // Step timeline (trace.h): this rank's trace process (-1: tracing off); for the GPU, the
-  // per-block record buffers (mapped; allocated at the first traced launch) and the offset
-  // that turns %globaltimer into the host's clock.
-  int tracePid = -1;
-  tccl::TraceBuffer* traceBufs = nullptr;
-  int64_t traceGpuOffsetNs = 0;
-
-  /// The connector to `peer` on `channel` in one direction, for kernels (forDevice) or host
-  /// executors: a communicator with a GPU keeps the two apart (transport.h, Connector).
-  tccl::Connector* getConnector(int peer, int channel, bool isSend, bool forDevice);
-  /// Starts the proxy thread on first use (a communicator that never talks over the network,
-  /// e.g. one rank, never has one).
-  tcclResult_t ensureProxy();
-  /// Records the first asynchronous error and raises the abort flag.
-  void setError(tcclResult_t err);
-  tcclResult_t checkAsyncError();
+  // (plan_cache.cc); null until then. Its deleter comes with it from plan_cache.cc, which alone
+  // sees a PlanCache whole.
+  std::unique_ptr<tccl::PlanCache, void (*)(tccl::PlanCache*)> planCache{nullptr, nullptr};
 };
 
 namespace tccl {
@@ -157,11 +55,6 @@ namespace tccl {
 tcclResult_t commCreate(const void* id, int nranks, int rank, const tcclConfig_t* config,
                         tcclComm** out);
 tcclResult_t commFree(tcclComm* comm, bool abort);
-
-/// Live-communicator registry: lets every API call reject a null, garbage or destroyed handle
-/// without touching the memory it points to.
-bool commIsLive(const tcclComm* comm);
-tcclResult_t commCheck(const tcclComm* comm, const char* call);
 
 }  // namespace tccl
 

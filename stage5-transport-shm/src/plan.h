@@ -27,19 +27,9 @@
 #include "group.h"
 #include "transport.h"
 
-// Stage 5: a message of at most this many bytes goes by the LL protocol when the communicator
-// has it (comm->llAvailable), as NCCL_P2P_LL_THRESHOLD (NCCL's default is 16 KiB; measured on
-// the H100 with 2 and 4 ranks under MPS, LL is still 1-3 us faster at 32 KiB and slower at
-// 128 KiB); 0 turns LL off for send/recv. Both ends see the same byte count, so they choose
-// alike. (TCCL_PROTO governs collectives only, as NCCL_PROTO does.) Every rank must use the
-// same value (checked at init).
-TCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 32768)
-// Stage 5: the most parts (channels) a large device-buffer send/recv is cut into, as
-// NCCL_MAX_P2P_NCHANNELS; 0: the bound plan_p2p.cc computes. Every rank must use the same
-// value (checked at init): it decides how both ends cut a message.
-TCCL_PARAM(MaxP2pNChannels, "MAX_P2P_NCHANNELS", 0)
-
 namespace tccl {
+
+struct CommContext;
 
 /// A rank's copy to itself on the GPU (stage 5): a one-rank collective, or a send to oneself
 /// matched with a receive from oneself. The GPU executor hands a large one to the copy engine
@@ -144,12 +134,15 @@ bool oneRankIsCopy(const WorkElem& e);
 /// (group_launch.cc). *done is
 /// false when it is not such a call; the caller then takes the planner's way.
 tcclResult_t launchOneRankColl(tcclComm* comm, const CollTask& t, cudaStream_t stream, bool* done);
+
+/// The planners read the communicator's context and take the connectors they use from its
+/// table (creating them there on first use; group_launch.cc connects the new ones).
 /// The p2p phase (plan_p2p.cc).
-tcclResult_t planP2p(tcclComm* comm, CommPlan& plan);
+tcclResult_t planP2p(const CommContext* comm, ConnectorTable& connectors, CommPlan& plan);
 /// The collectives phase, on rings (plan_ring.cc, stage 2). Runs before the p2p phase.
-tcclResult_t planRing(tcclComm* comm, CommPlan& plan);
+tcclResult_t planRing(const CommContext* comm, ConnectorTable& connectors, CommPlan& plan);
 /// The tree and recursive-doubling phase (plan_tree.cc, stage 3). Runs after the ring phase.
-tcclResult_t planTree(tcclComm* comm, CommPlan& plan);
+tcclResult_t planTree(const CommContext* comm, ConnectorTable& connectors, CommPlan& plan);
 
 }  // namespace tccl
 

@@ -52,7 +52,7 @@ namespace tccl {
 
 class Proxy : public Kickable {
  public:
-  explicit Proxy(tcclComm* comm);
+  explicit Proxy(CommContext* comm);
   ~Proxy() override;
 
   tcclResult_t start();
@@ -83,7 +83,7 @@ class Proxy : public Kickable {
   void sleep(int timeoutMs);   // engine only: poll() until a socket is ready, a kick, or timeout
   void parkWhileHostRuns();    // the proxy thread steps aside while host executors are engine
 
-  tcclComm* comm_;
+  CommContext* comm_;
   std::thread thread_;
   int eventFd_ = -1;
   std::atomic<bool> stop_{false};

@@ -13,7 +13,7 @@
  *                               each step the proxy put on or took off the network
  *                               (traceProxyStep, from the socket transport)
  *
- * Each rank of each communicator is one trace process (tcclComm::tracePid, -1 when tracing is
+ * Each rank of each communicator is one trace process (CommContext::tracePid, -1 when tracing is
  * off). At init every rank whose host differs from rank 0's measures its clock offset to rank
  * 0 over the bootstrap (a few ping-pongs, the fastest kept), so tools/trace can line up hosts.
  *
@@ -34,11 +34,11 @@
 #include "device/trace_record.h"
 #include "tccl/common/trace.h"
 
-struct tcclComm;
 
 namespace tccl {
 
-struct Connector;
+struct CommContext;
+struct LaunchState;
 
 /// Lanes (trace tids) of one rank.
 constexpr int kTraceTidApi = 0;
@@ -55,19 +55,19 @@ struct TraceLane {
 
 /// Sets up tracing for a new communicator once its peers are known: its trace process, and
 /// the clock offset to rank 0 (every rank takes part when any rank traces).
-tcclResult_t traceCommInit(tcclComm* comm);
+tcclResult_t traceCommInit(CommContext* comm);
 /// Writes the trace file (tcclCommDestroy).
-void traceCommDestroy(tcclComm* comm);
+void traceCommDestroy(CommContext* comm);
 
 /// Names lane `tid` of this communicator's rank.
-void traceLane(const tcclComm* comm, int tid, const char* what, int index);
+void traceLane(const CommContext* comm, int tid, const char* what, int index);
 
 /// GPU: allocates the per-block record buffers of the communicator (mapped host memory, at
 /// its first traced launch).
-tcclResult_t traceAllocGpu(tcclComm* comm);
+tcclResult_t traceAllocGpu(CommContext* comm);
 
 /// GPU: converts the records of the kernel that just finished (its completion callback).
-void traceCollectGpu(tcclComm* comm);
+void traceCollectGpu(CommContext* comm);
 
 /// Emits one executor record on lane (pid, tid); `offsetNs` converts its clock to the host's.
 void traceRecordEmit(int pid, int tid, const TraceRecord& r, int64_t offsetNs);
@@ -85,15 +85,16 @@ struct TraceOp {
   const char* algo;  // "p2p", "ring", ...
   bool onDevice;     // a GPU operation (see traceOpsOnStream)
 };
-void traceOp(const tcclComm* comm, const TraceOp& op, uint64_t t0, uint64_t t1);
+void traceOp(const CommContext* comm, const TraceOp& op, uint64_t t0, uint64_t t1);
 /// GPU operations of one group, called at t0: their spans end when `stream` has passed the
 /// group's last kernel (a host callback queued behind it). Names in `ops` must be literals.
-void traceOpsOnStream(tcclComm* comm, cudaStream_t stream, std::vector<TraceOp> ops,
-                      uint64_t t0);
+void traceOpsOnStream(CommContext* comm, LaunchState& launch, cudaStream_t stream,
+                      std::vector<TraceOp> ops, uint64_t t0);
 
-/// One step the proxy moved over connector `c`, from t0 until now.
-void traceProxyStep(const tcclComm& comm, const Connector& c, uint64_t step, int64_t bytes,
-                    uint64_t t0);
+/// One step the proxy moved over the connector to `peer` on `channel` (a send or a receive),
+/// from t0 until now.
+void traceProxyStep(const CommContext& comm, int peer, int channel, bool isSend, uint64_t step,
+                    int64_t bytes, uint64_t t0);
 
 }  // namespace tccl
 

@@ -27,16 +27,17 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "core.h"
 #include "device/fifo.h"
 
-struct tcclComm;
-
 namespace tccl {
 
+struct CommContext;
 struct PeerInfo;
 class TransportComm;
 
@@ -100,17 +101,42 @@ struct Connector {
   std::unique_ptr<ConnectorResources> resources;
 };
 
+/// Key of a connector: (peer, channel, direction, and whether it serves kernels: stage 5).
+struct ConnKey {
+  int peer;
+  int channel;
+  bool isSend;
+  bool forDevice;
+  bool operator<(const ConnKey& o) const {
+    return std::tie(peer, channel, isSend, forDevice) <
+           std::tie(o.peer, o.channel, o.isSend, o.forDevice);
+  }
+};
+
+/// A communicator's connectors, created on first use (by the planners) and kept for the
+/// communicator's life; the map owns them.
+struct ConnectorTable {
+  std::map<ConnKey, std::unique_ptr<Connector>> map;
+  /// The connector to `peer` on `channel` in one direction, for kernels (forDevice) or host
+  /// executors: a communicator with a GPU keeps the two apart (Connector::forDevice).
+  Connector* get(int peer, int channel, bool isSend, bool forDevice);
+  auto begin() { return map.begin(); }
+  auto end() { return map.end(); }
+};
+
 /// One direction of a transport.
 class TransportComm {
  public:
   virtual ~TransportComm() = default;
-  virtual tcclResult_t setup(tcclComm& comm, Connector& c, ConnectInfo* info) = 0;
-  virtual tcclResult_t connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) = 0;
+  virtual tcclResult_t setup(CommContext& comm, Connector& c, ConnectInfo* info) = 0;
+  virtual tcclResult_t connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) = 0;
   virtual void free(Connector& c) = 0;
   /// True when the proxy thread must call progress() for this connector.
   virtual bool needsProxy() const { return false; }
   /// Moves what can be moved now, without blocking. Sets *didWork when anything moved.
-  virtual tcclResult_t progress(tcclComm& comm, Connector& c, bool* didWork) { return tcclSuccess; }
+  virtual tcclResult_t progress(CommContext& comm, Connector& c, bool* didWork) {
+    return tcclSuccess;
+  }
   /// The fd (and events) the proxy may sleep on for this connector; -1 when none.
   virtual int pollFd(const Connector& c, short* events) const { return -1; }
 };
@@ -122,7 +148,7 @@ class Transport {
   virtual const char* name() const = 0;
   /// Can this transport connect us to `peer` for a connector that serves kernels
   /// (forDevice) or host executors?
-  virtual bool canConnect(const tcclComm& comm, const PeerInfo& peer, bool forDevice) const = 0;
+  virtual bool canConnect(const CommContext& comm, const PeerInfo& peer, bool forDevice) const = 0;
   /// Stage 5: its kernels' connectors carry LL slots (the kernels write and poll them; a
   /// network transport would need its proxy to, as NCCL's does).
   virtual bool hasLL() const { return false; }
@@ -132,15 +158,15 @@ class Transport {
 
 /// The transports, in order of preference: P2P, SHM, then the network (stage 5).
 /// selectTransport returns the first whose canConnect() says yes.
-tcclResult_t selectTransport(const tcclComm& comm, int peer, bool forDevice, Transport** out);
+tcclResult_t selectTransport(const CommContext& comm, int peer, bool forDevice, Transport** out);
 
 /// Stage 5: whether the transport that selectTransport would pick for kernels' connectors to
 /// `peer` carries LL slots.
-bool kernelsHaveLL(const tcclComm& comm, int peer);
+bool kernelsHaveLL(const CommContext& comm, int peer);
 
 /// Allocates a connector's FIFO: counters, ConnInfo and kNSteps slots, in one block of host
 /// memory (pinned and mapped when the communicator has a GPU). Used by every transport's setup.
-tcclResult_t allocConnectorFifo(tcclComm& comm, Connector& c);
+tcclResult_t allocConnectorFifo(CommContext& comm, Connector& c);
 void freeConnectorFifo(Connector& c);
 
 /// Bytes before the first slot of a FIFO block: the counters (ConnFifo), a page.
@@ -160,7 +186,7 @@ size_t fifoBlockBytes(uint64_t stepBytes, bool withLL);
 
 /// The connectors one communicator must connect at this group end.
 struct PendingConnects {
-  tcclComm* comm;
+  CommContext* comm;
   std::vector<Connector*> conns;
 };
 
@@ -168,7 +194,9 @@ struct PendingConnects {
 /// ConnectInfo over the bootstrap, connect. Called at tcclGroupEnd for the connectors the plan
 /// needs that are not connected yet (connections are created lazily, as in NCCL). Runs in
 /// phases across all communicators, so several ranks driven by one thread (tcclCommInitAll)
-/// never wait on each other.
+/// never wait on each other. On failure every pending communicator is put in error and the
+/// connectors left unconnected are reset; the caller hands the connected ones that
+/// needsProxy() to its proxy.
 tcclResult_t connectAll(std::vector<PendingConnects>& pending);
 
 }  // namespace tccl

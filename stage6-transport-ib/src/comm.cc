@@ -28,76 +28,31 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "cuda_wrap.h"
 #include "executor.h"
 #include "fiber.h"
-#include "plan.h"
 #include "proxy.h"
 #include "transport/shm/peer_watch.h"
 #include "trace.h"
 #include "transport.h"
+#include "tuning.h"
 
 namespace {
 std::mutex registryMutex;
 std::unordered_set<const tcclComm*> registry;
 }  // namespace
 
-tccl::Connector* tcclComm::getConnector(int peer, int channel, bool isSend, bool forDevice) {
-  auto& slot = connectors[tccl::ConnKey{peer, channel, isSend, forDevice}];
-  if (!slot) {
-    slot = std::make_unique<tccl::Connector>();
-    slot->peer = peer;
-    slot->channel = channel;
-    slot->isSend = isSend;
-    slot->forDevice = forDevice;
-  }
-  return slot.get();
-}
+namespace tccl {
 
-tcclResult_t tcclComm::ensureProxy() {
+LaunchState::LaunchState() = default;
+LaunchState::~LaunchState() = default;
+
+tcclResult_t LaunchState::ensureProxy(CommContext& ctx) {
   if (proxy) return tcclSuccess;
-  proxy = std::make_unique<tccl::Proxy>(this);
+  proxy = std::make_unique<Proxy>(&ctx);
   return proxy->start();
 }
 
-void tcclComm::setError(tcclResult_t err) {
-  int expected = tcclSuccess;
-  if (asyncError.compare_exchange_strong(expected, err)) {
-    TCCL_WARN("communicator failed (%s): aborting its operations", tcclGetErrorString(err));
-  }
-  // Raise the flag every executor's spin loop checks. Only ever 0 -> 1. Release: the error
-  // recorded above is visible to whoever sees the flag.
-  __atomic_store_n(abortFlag, 1u, __ATOMIC_RELEASE);
-  progress.notify();  // host executors asleep on the signal look at the flag
-}
-
-tcclResult_t tcclComm::checkAsyncError() {
-  int err = asyncError.load();
-  // Stage 5: only kernels write the status words, so a communicator without a GPU has
-  // nothing to look at; one with a GPU makes one comparison of the whole array first (this
-  // runs twice per call, and scanning 128 words one by one was 5% of an 8-byte all-reduce's
-  // time on the CPU; the comparison was still 5% once the plan was reused).
-  static const uint32_t kAllOk[tccl::kMaxWorkItems] = {};
-  if (err == tcclSuccess && cudaDev >= 0 && memcmp(devStatus, kAllOk, sizeof kAllOk) != 0) {
-    for (int i = 0; i < tccl::kMaxWorkItems; i++) {
-      if (devStatus[i] != tccl::kWorkOk) {
-        const uint32_t st = devStatus[i];
-        err = st == tccl::kWorkSizeMismatch ? tcclInvalidUsage : tcclRemoteError;
-        // (Stage 5: a reduction or a protocol the kernel lacks is tccl's bug, not a peer's.)
-        if (st == tccl::kWorkBadOp || st == tccl::kWorkBadProto) err = tcclInternalError;
-        break;
-      }
-    }
-  }
-  if (err == tcclSuccess && __atomic_load_n(abortFlag, __ATOMIC_ACQUIRE)) {
-    err = tcclRemoteError;  // aborted by tcclCommAbort
-  }
-  if (err != tcclSuccess) {
-    TCCL_WARN("communicator is in error state (%s)", tcclGetErrorString(tcclResult_t(err)));
-  }
-  return tcclResult_t(err);
-}
-
-namespace tccl {
 
 bool commIsLive(const tcclComm* comm) {
   std::lock_guard<std::mutex> lock(registryMutex);
@@ -110,6 +65,8 @@ tcclResult_t commCheck(const tcclComm* comm, const char* call) {
                  call, (const void*)comm);
   return tcclSuccess;
 }
+
+CommContext& commContext(tcclComm* comm) { return *comm; }
 
 /// Waits until the proxy has put every published step on the wire (head == tail on each send
 /// connector), the communicator fails, or TCCL_BOOTSTRAP_TIMEOUT passes.
@@ -127,7 +84,7 @@ static void drainSendFifos(tcclComm* comm) {
         TCCL_WARN("destroy: data for rank %d never left (the peer stopped reading)", c->peer);
         return;
       }
-      comm->proxy->kick();
+      comm->launch.proxy->kick();
       uint32_t seen = comm->progress.seq();
       if (loadAcquire(&fifo->head) < loadAcquire(&fifo->tail)) comm->progress.wait(seen, 1000);
     }
@@ -225,7 +182,7 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   comm->abortFlag = static_cast<volatile uint32_t*>(flag);
   comm->devStatus = reinterpret_cast<uint32_t*>(static_cast<char*>(flag) + 64);
   static_assert(64 + kMaxWorkItems * sizeof(uint32_t) <= 4096, "status words must fit");
-  if (mapped) TCCL_CHECK(eventCreate(&comm->lastLaunch));
+  if (mapped) TCCL_CHECK(eventCreate(&comm->launch.lastLaunch));
   TCCL_CHECK(traceCommInit(comm));
   TCCL_INFO(kInit, "comm %p rank %d nranks %d cudaDev %d busId %s%s%s", (void*)comm, comm->rank,
             comm->nranks, comm->cudaDev, me.busId, comm->name.empty() ? "" : " name ",
@@ -264,19 +221,19 @@ tcclResult_t commFree(tcclComm* comm, bool abort) {
   // Running kernels and workers bail out.
   if (abort && comm->abortFlag) __atomic_store_n(comm->abortFlag, 1u, __ATOMIC_RELEASE);
   // Kernels read the FIFOs and flags: they must be done before anything is freed.
-  if (comm->haveLaunched) eventSynchronize(comm->lastLaunch);
-  if (comm->proxy && !abort) drainSendFifos(comm);
-  if (comm->proxy) comm->proxy->stop();
-  comm->workers.reset();
-  comm->fibers.clear();
+  if (comm->launch.haveLaunched) eventSynchronize(comm->launch.lastLaunch);
+  if (comm->launch.proxy && !abort) drainSendFifos(comm);
+  if (comm->launch.proxy) comm->launch.proxy->stop();
+  comm->launch.workers.reset();
+  comm->launch.fibers.clear();
   for (auto& [key, c] : comm->connectors) {
     if (c->transportComm) c->transportComm->free(*c);
   }
-  comm->connectors.clear();
+  comm->connectors.map.clear();
   comm->peerWatch.reset();  // it points into the FIFOs just freed
   comm->bootstrap.reset();
   traceCommDestroy(comm);
-  eventDestroy(comm->lastLaunch);
+  eventDestroy(comm->launch.lastLaunch);
   hostFree(const_cast<uint32_t*>(comm->abortFlag), comm->cudaDev >= 0);
   comm->magic = 0;
   delete comm;

@@ -10,8 +10,8 @@
 
 namespace tccl {
 
-tcclResult_t launchGpuBatch(tcclComm*, const WorkBatch&, const std::vector<DeviceCopy>&,
-                            cudaStream_t, bool) {
+tcclResult_t launchGpuBatch(CommContext*, LaunchState&, const WorkBatch&,
+                            const std::vector<DeviceCopy>&, cudaStream_t, bool) {
   TCCL_WARN("device buffers need the GPU executor, but this tccl was built without CUDA "
             "(configure with TCCL_WITH_CUDA=ON)");
   return tcclInvalidUsage;

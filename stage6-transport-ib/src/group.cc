@@ -7,7 +7,6 @@
 
 #include <string>
 
-#include "comm.h"
 
 namespace tccl {
 

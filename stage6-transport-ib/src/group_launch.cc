@@ -29,10 +29,13 @@
 #include <set>
 
 #include "comm.h"
+#include "cuda_wrap.h"
 #include "executor.h"
 #include "group.h"
 #include "plan.h"
+#include "proxy.h"
 #include "trace.h"
+#include "tuning.h"
 
 namespace tccl {
 
@@ -72,23 +75,23 @@ tcclResult_t classifyMemory(tcclComm* comm, const CommTasks& t, bool* onDevice, 
 void recordOps(CommTasks& t, bool onDevice, uint64_t t0) {
   tcclComm* comm = t.comm;
   if (comm->tracePid < 0) {  // the hot path: numbers only, nothing allocated
-    comm->opCount += t.colls.size() + t.p2p.size();
+    comm->launch.opCount += t.colls.size() + t.p2p.size();
     return;
   }
   std::vector<TraceOp> ops;
   for (const CollTask& c : t.colls) {  // the collectives phase runs first (plan_ring.cc)
     const bool reduces = c.func != WorkFunc::kAllGather && c.func != WorkFunc::kBroadcast;
     const bool rooted = c.func == WorkFunc::kBroadcast || c.func == WorkFunc::kReduce;
-    ops.push_back(TraceOp{collName(c.func), comm->opCount++, int64_t(c.count),
+    ops.push_back(TraceOp{collName(c.func), comm->launch.opCount++, int64_t(c.count),
                           int64_t(c.count * typeSize(c.dtype)), dtypeName(c.dtype),
                           reduces ? redOpName(c.op.op) : nullptr, rooted ? c.root : -1, -1,
                           algoName(c.algo), onDevice});
   }
   for (const P2pTask& p : t.p2p) {
-    ops.push_back(TraceOp{p.isSend ? "Send" : "Recv", comm->opCount++, int64_t(p.bytes),
+    ops.push_back(TraceOp{p.isSend ? "Send" : "Recv", comm->launch.opCount++, int64_t(p.bytes),
                           int64_t(p.bytes), nullptr, nullptr, -1, p.peer, "p2p", onDevice});
   }
-  if (onDevice) return traceOpsOnStream(comm, t.stream, std::move(ops), t0);
+  if (onDevice) return traceOpsOnStream(comm, comm->launch, t.stream, std::move(ops), t0);
   const uint64_t t1 = traceNowNs();
   for (const TraceOp& op : ops) traceOp(comm, op, t0, t1);
 }
@@ -125,16 +128,28 @@ tcclResult_t runPhase(CommTasks& tasks, const CommPlan& plan, Phase& phase, bool
     phase.batch.status = comm->devStatus;
     if (comm->tracePid >= 0 && comm->traceBufs == nullptr) TCCL_CHECK(traceAllocGpu(comm));
     phase.batch.trace = comm->traceBufs;  // null unless tracing
-    return launchGpuBatch(comm, phase.batch, phase.deviceCopies, tasks.stream, plan.capturing);
+    return launchGpuBatch(comm, comm->launch, phase.batch, phase.deviceCopies, tasks.stream,
+                          plan.capturing);
   }
   if (comm->cudaDev >= 0) {
     // Host buffers on a GPU communicator: the call is ordered after earlier work on the
     // stream and on the communicator, then runs to completion.
-    if (comm->haveLaunched) TCCL_CHECK(eventSynchronize(comm->lastLaunch));
+    if (comm->launch.haveLaunched) TCCL_CHECK(eventSynchronize(comm->launch.lastLaunch));
     TCCL_CHECK(streamSynchronize(tasks.stream));
   }
-  TCCL_CHECK(startHostBatch(comm, phase.batch, &phase.status, callerRuns));
+  TCCL_CHECK(startHostBatch(comm, comm->launch, phase.batch, &phase.status, callerRuns));
   phase.started = true;
+  return tcclSuccess;
+}
+
+/// After step 3: connectors that the proxy thread progresses (network ones) join it, the
+/// proxy starting with the first of them.
+tcclResult_t addToProxy(tcclComm* comm, const std::vector<Connector*>& conns) {
+  for (Connector* c : conns) {
+    if (!c->transportComm->needsProxy()) continue;
+    TCCL_CHECK(comm->launch.ensureProxy(*comm));
+    comm->launch.proxy->add(c);
+  }
   return tcclSuccess;
 }
 
@@ -170,13 +185,13 @@ tcclResult_t launchOneRankColl(tcclComm* comm, const CollTask& t, cudaStream_t s
   }
   TCCL_CHECK(comm->checkAsyncError());
   *done = true;
-  comm->opCount++;  // the operation's sequence number, as recordOps gives it
+  comm->launch.opCount++;  // the operation's sequence number, as recordOps gives it
   if (!moves) return tcclSuccess;
   bool capturing = false;
   TCCL_CHECK(streamIsCapturing(stream, &capturing));
   static const WorkBatch kNoItems{};
   const std::vector<DeviceCopy> copies{{t.sendbuff, t.recvbuff, bytes}};
-  return launchGpuBatch(comm, kNoItems, copies, stream, capturing);
+  return launchGpuBatch(comm, comm->launch, kNoItems, copies, stream, capturing);
 }
 
 tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
@@ -197,6 +212,7 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
   const uint64_t t0 = traceEnabled() ? traceNowNs() : 0;
   std::vector<CommPlan> plans(comms.size());
   std::vector<PendingConnects> pending;
+  std::vector<tcclComm*> pendingComms;  // the communicator of each pending entry
   for (size_t i = 0; i < comms.size(); i++) {
     tcclComm* comm = comms[i].comm;
     setLogRank(comm->rank);
@@ -214,9 +230,9 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
       return tcclInvalidUsage;
     }
     TCCL_CHECK(selectAlgorithms(comm, comms[i], plans[i].onDevice));
-    TCCL_CHECK(planRing(comm, plans[i]));
-    TCCL_CHECK(planTree(comm, plans[i]));
-    TCCL_CHECK(planP2p(comm, plans[i]));
+    TCCL_CHECK(planRing(comm, comm->connectors, plans[i]));
+    TCCL_CHECK(planTree(comm, comm->connectors, plans[i]));
+    TCCL_CHECK(planP2p(comm, comm->connectors, plans[i]));
     PendingConnects pc{comm, {}};
     // Phases may share connectors (a collective's ring and a send to the same neighbour use
     // the same (peer, channel, direction)): connect each one once.
@@ -229,7 +245,10 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
         if (!c->connected && seen.insert(c).second) pc.conns.push_back(c);
       }
     }
-    if (!pc.conns.empty()) pending.push_back(std::move(pc));
+    if (!pc.conns.empty()) {
+      pending.push_back(std::move(pc));
+      pendingComms.push_back(comm);
+    }
   }
   if (!pending.empty()) {
     // Connecting allocates and maps memory: allowed even while a stream is being captured
@@ -238,6 +257,9 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
     for (const PendingConnects& pc : pending) anyGpu = anyGpu || pc.comm->cudaDev >= 0;
     RelaxedCaptureScope relaxed(anyGpu);
     TCCL_CHECK(connectAll(pending));
+    for (size_t i = 0; i < pending.size(); i++) {
+      TCCL_CHECK(addToProxy(pendingComms[i], pending[i].conns));
+    }
   }
 
   tcclResult_t res = runPlans(comms.data(), plans.data(), plans.size());
@@ -271,7 +293,8 @@ tcclResult_t runPlans(CommTasks* comms, CommPlan* plans, size_t n) {
       // A failure after some batches started would leave them waiting for peers that will
       // never come: abort those communicators so their items return.
       if (res != tcclSuccess) comms[i].comm->setError(res);
-      tcclResult_t r = finishHostBatch(comms[i].comm, phase.batch, phase.status, callerRuns);
+      tcclComm* comm = comms[i].comm;
+      tcclResult_t r = finishHostBatch(comm, comm->launch, phase.batch, phase.status, callerRuns);
       if (res == tcclSuccess) res = r;
     }
   }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm.h"
+#include "cuda_wrap.h"
 #include "group.h"
 
 using namespace tccl;

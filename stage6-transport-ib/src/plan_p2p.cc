@@ -21,8 +21,9 @@
 #include <map>
 #include <vector>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "plan.h"
+#include "tuning.h"
 
 namespace tccl {
 
@@ -57,7 +58,7 @@ WorkElem p2pElem(WorkFunc f, const void* src, void* dst, size_t bytes) {
 constexpr size_t kP2pChannelBytes = 512 << 10;  // at least this much per part
 constexpr int kP2pMaxParts = 32;
 
-int p2pParts(const tcclComm* comm, size_t bytes, bool onDevice) {
+int p2pParts(const CommContext* comm, size_t bytes, bool onDevice) {
   if (!onDevice) return 1;
   int most = std::min(kP2pBlockBudget / (2 * comm->ranksPerGpu),
                       kMaxWorkItems / (2 * std::max(1, comm->nranks - 1)));
@@ -70,7 +71,8 @@ int p2pParts(const tcclComm* comm, size_t bytes, bool onDevice) {
 /// with the number of parts it is cut into (and its protocol, stage 5); returns how many
 /// channels they need (the most parts of any). Every channel's item runs the same elems,
 /// each moving its own part (device/p2p.h).
-int addPeerElems(tcclComm* comm, bool onDevice, Phase& phase, std::vector<WorkElem>& elems) {
+int addPeerElems(const CommContext* comm, bool onDevice, Phase& phase,
+                 std::vector<WorkElem>& elems) {
   int channels = 1;
   for (WorkElem& e : elems) {
     e.nChannels = p2pParts(comm, e.count, onDevice);
@@ -89,8 +91,8 @@ int addPeerElems(tcclComm* comm, bool onDevice, Phase& phase, std::vector<WorkEl
 /// The items of the p2p phase, in the order every rank shares (p2pOrderKey, plan.h): when a
 /// kernel has fewer blocks than items and each block runs its items in this order
 /// (device/kernel_entry.cuh), no group can wait on a block that never starts.
-tcclResult_t orderP2pItems(tcclComm* comm, bool onDevice, Phase& phase,
-                           std::map<int, std::vector<WorkElem>>& sends,
+tcclResult_t orderP2pItems(const CommContext* comm, ConnectorTable& connectors, bool onDevice,
+                           Phase& phase, std::map<int, std::vector<WorkElem>>& sends,
                            std::map<int, std::vector<WorkElem>>& recvs) {
   struct Pending {
     P2pOrderKey key;
@@ -113,7 +115,7 @@ tcclResult_t orderP2pItems(tcclComm* comm, bool onDevice, Phase& phase,
   std::sort(items.begin(), items.end(),
             [](const Pending& x, const Pending& y) { return x.key < y.key; });
   for (const Pending& it : items) {
-    Connector* conn = comm->getConnector(it.peer, it.channel, it.isSend, onDevice);
+    Connector* conn = connectors.get(it.peer, it.channel, it.isSend, onDevice);
     TCCL_CHECK(addRangeItem(phase, WorkKind::kP2p, it.peer, it.channel,
                             it.isSend ? conn : nullptr, it.isSend ? nullptr : conn,
                             it.elemStart, it.elemCount));
@@ -157,7 +159,7 @@ tcclResult_t groupTooLarge() {
 }
 
 /// Step 2, the p2p phase: items per (peer, direction); self sends paired with self receives.
-tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
+tcclResult_t planP2p(const CommContext* comm, ConnectorTable& connectors, CommPlan& plan) {
   if (plan.tasks->p2p.empty()) return tcclSuccess;
   std::map<int, std::vector<WorkElem>> sends, recvs;
   std::vector<const P2pTask*> selfSends, selfRecvs;
@@ -197,7 +199,7 @@ tcclResult_t planP2p(tcclComm* comm, CommPlan& plan) {
   } else if (!copies.empty()) {
     TCCL_CHECK(addItem(phase, WorkKind::kP2p, -1, 0, nullptr, nullptr, copies));
   }
-  TCCL_CHECK(orderP2pItems(comm, plan.onDevice, phase, sends, recvs));
+  TCCL_CHECK(orderP2pItems(comm, connectors, plan.onDevice, phase, sends, recvs));
   if (phase.batch.nItems == 0 && phase.deviceCopies.empty()) plan.phases.pop_back();
   return tcclSuccess;
 }

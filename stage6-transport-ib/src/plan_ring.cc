@@ -21,7 +21,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "plan.h"
 #include "red_op.h"
 
@@ -54,7 +54,7 @@ constexpr int kDeviceBlockBudget = 64;
 /// How many channels a collective of `bytes` (per rank block for gather/scatter) uses: one per
 /// minChannelBytes (kMinChannelBytes, or LL's), within [TCCL_MIN_NCHANNELS or minCTAs,
 /// maxChannels].
-int channelsFor(tcclComm* comm, size_t bytes, int maxChannels, size_t minChannelBytes) {
+int channelsFor(const CommContext* comm, size_t bytes, int maxChannels, size_t minChannelBytes) {
   int n = int(std::min<size_t>(size_t(maxChannels), std::max<size_t>(1, bytes / minChannelBytes)));
   int minChannels = std::max(int(tcclParamMinNChannels()), comm->minChannels);
   return std::max(n, std::min(maxChannels, minChannels));
@@ -62,13 +62,11 @@ int channelsFor(tcclComm* comm, size_t bytes, int maxChannels, size_t minChannel
 
 /// The default channel bound on device buffers: kDeviceBlockBudget over the most ranks that
 /// share one GPU, at most kDeviceChannels. From the all-gathered peers, so every rank agrees.
-int deviceChannels(tcclComm* comm) {
-  if (comm->deviceChannels > 0) return comm->deviceChannels;
-  comm->deviceChannels = std::clamp(kDeviceBlockBudget / comm->ranksPerGpu, 1, kDeviceChannels);
-  return comm->deviceChannels;
+int deviceChannels(const CommContext* comm) {
+  return std::clamp(kDeviceBlockBudget / comm->ranksPerGpu, 1, kDeviceChannels);
 }
 
-int maxRingChannels(tcclComm* comm, bool onDevice) {
+int maxRingChannels(const CommContext* comm, bool onDevice) {
   int n = int(tcclParamMaxNChannels());
   if (n <= 0) n = onDevice ? deviceChannels(comm) : 1;
   if (comm->maxChannels > 0) n = std::min(n, comm->maxChannels);
@@ -106,7 +104,7 @@ tcclResult_t makeCollElem(const CollTask& t, bool onDevice, WorkElem* out) {
   return tcclSuccess;
 }
 
-tcclResult_t planRing(tcclComm* comm, CommPlan& plan) {
+tcclResult_t planRing(const CommContext* comm, ConnectorTable& connectors, CommPlan& plan) {
   const int maxChannels = maxRingChannels(comm, plan.onDevice);
   std::vector<WorkElem> elems;
   std::vector<DeviceCopy> copies;
@@ -140,8 +138,8 @@ tcclResult_t planRing(tcclComm* comm, CommPlan& plan) {
   const int prev = (comm->rank + comm->nranks - 1) % comm->nranks;
   for (int c = 0; c < usedChannels && !elems.empty(); c++) {
     const bool dev = plan.onDevice;
-    Connector* send = comm->nranks > 1 ? comm->getConnector(next, c, true, dev) : nullptr;
-    Connector* recv = comm->nranks > 1 ? comm->getConnector(prev, c, false, dev) : nullptr;
+    Connector* send = comm->nranks > 1 ? connectors.get(next, c, true, dev) : nullptr;
+    Connector* recv = comm->nranks > 1 ? connectors.get(prev, c, false, dev) : nullptr;
     // The elems are stored once (with channel 0's item); every channel's item runs them all.
     TCCL_CHECK(addItem(phase, WorkKind::kRing, next, c, send, recv,
                        c == 0 ? elems : std::vector<WorkElem>{}));

@@ -29,16 +29,17 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "core.h"
 #include "device/fifo.h"
 
-struct tcclComm;
-
 namespace tccl {
 
+struct CommContext;
 struct PeerInfo;
 class TransportComm;
 
@@ -103,19 +104,44 @@ struct Connector {
   std::unique_ptr<ConnectorResources> resources;
 };
 
+/// Key of a connector: (peer, channel, direction, and whether it serves kernels: stage 5).
+struct ConnKey {
+  int peer;
+  int channel;
+  bool isSend;
+  bool forDevice;
+  bool operator<(const ConnKey& o) const {
+    return std::tie(peer, channel, isSend, forDevice) <
+           std::tie(o.peer, o.channel, o.isSend, o.forDevice);
+  }
+};
+
+/// A communicator's connectors, created on first use (by the planners) and kept for the
+/// communicator's life; the map owns them.
+struct ConnectorTable {
+  std::map<ConnKey, std::unique_ptr<Connector>> map;
+  /// The connector to `peer` on `channel` in one direction, for kernels (forDevice) or host
+  /// executors: a communicator with a GPU keeps the two apart (Connector::forDevice).
+  Connector* get(int peer, int channel, bool isSend, bool forDevice);
+  auto begin() { return map.begin(); }
+  auto end() { return map.end(); }
+};
+
 /// One direction of a transport.
 class TransportComm {
  public:
   virtual ~TransportComm() = default;
-  virtual tcclResult_t setup(tcclComm& comm, Connector& c, ConnectInfo* info) = 0;
-  virtual tcclResult_t connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) = 0;
+  virtual tcclResult_t setup(CommContext& comm, Connector& c, ConnectInfo* info) = 0;
+  virtual tcclResult_t connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) = 0;
   /// Stage 6, send side: completes a connection that connect() started (net_transport.cc).
-  virtual tcclResult_t finishConnect(tcclComm& comm, Connector& c) { return tcclSuccess; }
+  virtual tcclResult_t finishConnect(CommContext& comm, Connector& c) { return tcclSuccess; }
   virtual void free(Connector& c) = 0;
   /// True when the proxy thread must call progress() for this connector.
   virtual bool needsProxy() const { return false; }
   /// Moves what can be moved now, without blocking. Sets *didWork when anything moved.
-  virtual tcclResult_t progress(tcclComm& comm, Connector& c, bool* didWork) { return tcclSuccess; }
+  virtual tcclResult_t progress(CommContext& comm, Connector& c, bool* didWork) {
+    return tcclSuccess;
+  }
   /// The fd (and events) the proxy may sleep on for this connector; -1 when none.
   virtual int pollFd(const Connector& c, short* events) const { return -1; }
   /// Stage 6: work is in flight that no fd announces (verbs completions are polled): the
@@ -131,7 +157,7 @@ class Transport {
   virtual const char* name() const = 0;
   /// Can this transport connect us to `peer` for a connector that serves kernels
   /// (forDevice) or host executors?
-  virtual bool canConnect(const tcclComm& comm, const PeerInfo& peer, bool forDevice) const = 0;
+  virtual bool canConnect(const CommContext& comm, const PeerInfo& peer, bool forDevice) const = 0;
   /// Stage 5: its kernels' connectors carry LL slots (the kernels write and poll them; a
   /// network transport would need its proxy to, as NCCL's does).
   virtual bool hasLL() const { return false; }
@@ -148,17 +174,17 @@ uint32_t usableNets();
 
 /// The transports, in order of preference: P2P, SHM, then the network (stage 5; stage 6:
 /// NET/IB before NET/Socket). selectTransport returns the first whose canConnect() says yes.
-tcclResult_t selectTransport(const tcclComm& comm, int peer, bool forDevice, Transport** out);
+tcclResult_t selectTransport(const CommContext& comm, int peer, bool forDevice, Transport** out);
 
 /// Stage 5: whether the transport that selectTransport would pick for kernels' connectors to
 /// `peer` carries LL slots.
-bool kernelsHaveLL(const tcclComm& comm, int peer);
+bool kernelsHaveLL(const CommContext& comm, int peer);
 
 /// Allocates a connector's FIFO: counters, ConnInfo and kNSteps slots, in one block of host
 /// memory (pinned and mapped when the communicator has a GPU). Used by every transport's setup.
 /// Stage 6: `hostSlots` false leaves the slots out (conn->buff null): the network transport's
 /// GPUDirect RDMA receive slots live in GPU memory.
-tcclResult_t allocConnectorFifo(tcclComm& comm, Connector& c, bool hostSlots = true);
+tcclResult_t allocConnectorFifo(CommContext& comm, Connector& c, bool hostSlots = true);
 void freeConnectorFifo(Connector& c);
 
 /// Bytes before the first slot of a FIFO block: the counters (ConnFifo), a page.
@@ -178,7 +204,7 @@ size_t fifoBlockBytes(uint64_t stepBytes, bool withLL);
 
 /// The connectors one communicator must connect at this group end.
 struct PendingConnects {
-  tcclComm* comm;
+  CommContext* comm;
   std::vector<Connector*> conns;
 };
 
@@ -186,7 +212,9 @@ struct PendingConnects {
 /// ConnectInfo over the bootstrap, connect. Called at tcclGroupEnd for the connectors the plan
 /// needs that are not connected yet (connections are created lazily, as in NCCL). Runs in
 /// phases across all communicators, so several ranks driven by one thread (tcclCommInitAll)
-/// never wait on each other.
+/// never wait on each other. On failure every pending communicator is put in error and the
+/// connectors left unconnected are reset; the caller hands the connected ones that
+/// needsProxy() to its proxy.
 tcclResult_t connectAll(std::vector<PendingConnects>& pending);
 
 }  // namespace tccl

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "comm.h"
+#include "cuda_wrap.h"
 
 namespace tccl {
 

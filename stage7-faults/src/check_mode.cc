@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "flight_recorder.h"
 #include "tccl/common/param.h"
 
@@ -63,7 +63,7 @@ uint64_t fnv1a(const void* data, size_t n) {
 bool checkModeEnabled() { return tcclParamCheckMode() != 0; }
 
 tcclResult_t checkModeCompare(const CommTasks& t, uint64_t firstSeq) {
-  tcclComm* comm = t.comm;
+  const CommContext* comm = &commContext(t.comm);
   if (comm->nranks == 1) return tcclSuccess;
   std::vector<CollSignature> mine;
   for (const CollTask& c : t.colls) mine.push_back(signatureOf(c));

@@ -14,7 +14,7 @@
  */
 #include <cstdint>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "enqueue.h"
 #include "group.h"
 #include "red_op.h"
@@ -58,7 +58,7 @@ namespace {
 
 tcclResult_t enqueueColl(tcclComm* comm, const char* call, const CollTask& task,
                          cudaStream_t stream) {
-  setLogRank(comm->rank);
+  setLogRank(commContext(comm).rank);
   TCCL_INFO(kColl, "%s: count %zu type %d op %d root %d send %p recv %p stream %p", call,
             task.count, int(task.dtype), int(task.op.op), task.root, task.sendbuff,
             (void*)task.recvbuff, (void*)stream);
@@ -87,8 +87,9 @@ extern "C" tcclResult_t tcclAllGather(const void* sendbuff, void* recvbuff, size
   const char* call = "tcclAllGather";
   size_t bytes;
   TCCL_CHECK(groupCheck(checkDataArgs(comm, call, sendbuff, sendcount, datatype, &bytes)));
+  const CommContext& ctx = commContext(comm);
   TCCL_CHECK(groupCheck(checkDataArgs(comm, call, recvbuff, sendcount, datatype, &bytes)));
-  TCCL_CHECK(groupCheck(checkBlocks(call, sendcount, datatype, comm->nranks)));
+  TCCL_CHECK(groupCheck(checkBlocks(call, sendcount, datatype, ctx.nranks)));
   return enqueueColl(
       comm, call,
       CollTask{WorkFunc::kAllGather, datatype, {}, 0, sendbuff, recvbuff, sendcount}, stream);
@@ -100,8 +101,9 @@ extern "C" tcclResult_t tcclReduceScatter(const void* sendbuff, void* recvbuff, 
   const char* call = "tcclReduceScatter";
   size_t bytes;
   TCCL_CHECK(groupCheck(checkDataArgs(comm, call, sendbuff, recvcount, datatype, &bytes)));
+  const CommContext& ctx = commContext(comm);
   TCCL_CHECK(groupCheck(checkDataArgs(comm, call, recvbuff, recvcount, datatype, &bytes)));
-  TCCL_CHECK(groupCheck(checkBlocks(call, recvcount, datatype, comm->nranks)));
+  TCCL_CHECK(groupCheck(checkBlocks(call, recvcount, datatype, ctx.nranks)));
   RedOpChoice red;
   TCCL_CHECK(groupCheck(resolveRedOp(comm, call, op, datatype, &red)));
   return enqueueColl(
@@ -115,15 +117,16 @@ extern "C" tcclResult_t tcclBroadcast(const void* sendbuff, void* recvbuff, size
   const char* call = "tcclBroadcast";
   size_t bytes;
   TCCL_CHECK(groupCheck(checkDataArgs(comm, call, recvbuff, count, datatype, &bytes)));
+  const CommContext& ctx = commContext(comm);
   TCCL_CHECK(groupCheck(checkPeer(comm, "tcclBroadcast root", root)));
   // The send buffer is read on the root only.
-  if (comm->rank == root) {
+  if (ctx.rank == root) {
     TCCL_CHECK(groupCheck(checkDataArgs(comm, call, sendbuff, count, datatype, &bytes)));
   }
   return enqueueColl(
       comm, call,
       CollTask{WorkFunc::kBroadcast, datatype, {}, root,
-               comm->rank == root ? sendbuff : nullptr, recvbuff, count},
+               ctx.rank == root ? sendbuff : nullptr, recvbuff, count},
       stream);
 }
 
@@ -133,15 +136,16 @@ extern "C" tcclResult_t tcclReduce(const void* sendbuff, void* recvbuff, size_t 
   const char* call = "tcclReduce";
   size_t bytes;
   TCCL_CHECK(groupCheck(checkDataArgs(comm, call, sendbuff, count, datatype, &bytes)));
+  const CommContext& ctx = commContext(comm);
   TCCL_CHECK(groupCheck(checkPeer(comm, "tcclReduce root", root)));
   RedOpChoice red;
   TCCL_CHECK(groupCheck(resolveRedOp(comm, call, op, datatype, &red)));
   // The receive buffer is written on the root only.
-  if (comm->rank == root) {
+  if (ctx.rank == root) {
     TCCL_CHECK(groupCheck(checkDataArgs(comm, call, recvbuff, count, datatype, &bytes)));
   }
   return enqueueColl(comm, call,
                      CollTask{WorkFunc::kReduce, datatype, red, root, sendbuff,
-                              comm->rank == root ? recvbuff : nullptr, count},
+                              ctx.rank == root ? recvbuff : nullptr, count},
                      stream);
 }

@@ -30,14 +30,15 @@
 #include <thread>
 #include <unordered_set>
 
+#include "cuda_wrap.h"
 #include "executor.h"
 #include "fiber.h"
 #include "flight_recorder.h"
-#include "plan.h"
 #include "proxy.h"
 #include "transport/shm/peer_watch.h"
 #include "trace.h"
 #include "transport.h"
+#include "tuning.h"
 #include "watchdog.h"
 
 // Stage 7: operations the flight recorder keeps per communicator (TORCH_FR_BUFFER_SIZE's
@@ -49,72 +50,17 @@ std::mutex registryMutex;
 std::unordered_set<const tcclComm*> registry;
 }  // namespace
 
-tccl::Connector* tcclComm::getConnector(int peer, int channel, bool isSend, bool forDevice) {
-  auto& slot = connectors[tccl::ConnKey{peer, channel, isSend, forDevice}];
-  if (!slot) {
-    slot = std::make_unique<tccl::Connector>();
-    slot->peer = peer;
-    slot->channel = channel;
-    slot->isSend = isSend;
-    slot->forDevice = forDevice;
-  }
-  return slot.get();
-}
+namespace tccl {
 
-tcclResult_t tcclComm::ensureProxy() {
+LaunchState::LaunchState() = default;
+LaunchState::~LaunchState() = default;
+
+tcclResult_t LaunchState::ensureProxy(CommContext& ctx) {
   if (proxy) return tcclSuccess;
-  proxy = std::make_unique<tccl::Proxy>(this);
+  proxy = std::make_unique<Proxy>(&ctx);
   return proxy->start();
 }
 
-void tcclComm::setError(tcclResult_t err, const char* reason) {
-  int expected = tcclSuccess;
-  // Stage 7: after tcclCommRevoke, operations fail because they were stopped on purpose:
-  // not an error of the communicator's (tcclCommGetAsyncError then says tcclSuccess).
-  if (!revoked.load() && asyncError.compare_exchange_strong(expected, err)) {
-    TCCL_WARN("communicator failed (%s): aborting its operations", tcclGetErrorString(err));
-    if (reason != nullptr) {  // (only the first error's reason: the one that explains)
-      std::lock_guard<std::mutex> lock(errorMutex);
-      errorReason = reason;
-    }
-  }
-  // Raise the flag every executor's spin loop checks. Only ever 0 -> 1. Release: the error
-  // recorded above is visible to whoever sees the flag. (Stage 7: a non-blocking init that
-  // failed before the flag existed has nothing to raise.)
-  if (abortFlag != nullptr) __atomic_store_n(abortFlag, 1u, __ATOMIC_RELEASE);
-  interrupts.fetch_add(1);  // stage 7: and the waits on the bootstrap
-  progress.notify();  // host executors asleep on the signal look at the flag
-}
-
-tcclResult_t tcclComm::checkAsyncError() {
-  int err = asyncError.load();
-  // Stage 5: only kernels write the status words, so a communicator without a GPU has
-  // nothing to look at; one with a GPU makes one comparison of the whole array first (this
-  // runs twice per call, and scanning 128 words one by one was 5% of an 8-byte all-reduce's
-  // time on the CPU; the comparison was still 5% once the plan was reused).
-  static const uint32_t kAllOk[tccl::kMaxWorkItems] = {};
-  if (abortFlag == nullptr) return tcclResult_t(err);  // (stage 7: a failed non-blocking init)
-  if (err == tcclSuccess && cudaDev >= 0 && memcmp(devStatus, kAllOk, sizeof kAllOk) != 0) {
-    for (int i = 0; i < tccl::kMaxWorkItems; i++) {
-      if (devStatus[i] != tccl::kWorkOk) {
-        const uint32_t st = devStatus[i];
-        err = st == tccl::kWorkSizeMismatch ? tcclInvalidUsage : tcclRemoteError;
-        // (Stage 5: a reduction or a protocol the kernel lacks is tccl's bug, not a peer's.)
-        if (st == tccl::kWorkBadOp || st == tccl::kWorkBadProto) err = tcclInternalError;
-        break;
-      }
-    }
-  }
-  if (err == tcclSuccess && __atomic_load_n(abortFlag, __ATOMIC_ACQUIRE)) {
-    err = tcclRemoteError;  // aborted by tcclCommAbort (stage 7: or tcclCommRevoke)
-  }
-  if (err != tcclSuccess) {
-    TCCL_WARN("communicator is in error state (%s)", tcclGetErrorString(tcclResult_t(err)));
-  }
-  return tcclResult_t(err);
-}
-
-namespace tccl {
 
 bool commIsLive(const tcclComm* comm) {
   std::lock_guard<std::mutex> lock(registryMutex);
@@ -195,6 +141,10 @@ void commWaitUses(tcclComm* comm, int keep) {
   }
 }
 
+CommContext& commContext(tcclComm* comm) { return *comm; }
+LaunchState& commLaunch(tcclComm* comm) { return comm->launch; }
+FlightRecorder& commRecorder(tcclComm* comm) { return *comm->fr; }
+
 /// Waits until the proxy has put every published step on the wire (head == tail on each send
 /// connector), the communicator fails, or TCCL_BOOTSTRAP_TIMEOUT passes.
 static void drainSendFifos(tcclComm* comm) {
@@ -211,7 +161,7 @@ static void drainSendFifos(tcclComm* comm) {
         TCCL_WARN("destroy: data for rank %d never left (the peer stopped reading)", c->peer);
         return;
       }
-      comm->proxy->kick();
+      comm->launch.proxy->kick();
       uint32_t seen = comm->progress.seq();
       if (loadAcquire(&fifo->head) < loadAcquire(&fifo->tail)) comm->progress.wait(seen, 1000);
     }
@@ -313,9 +263,9 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   comm->devStatus = reinterpret_cast<uint32_t*>(static_cast<char*>(flag) + 64);
   static_assert(64 + kMaxWorkItems * sizeof(uint32_t) <= 4096, "status words must fit");
   if (mapped) {
-    // Stage 7: a ring of launch events; lastLaunch is the one recorded last (comm.h).
-    for (auto& ev : comm->launchEvents) TCCL_CHECK(eventCreate(&ev));
-    comm->lastLaunch = comm->launchEvents[0];
+    // Stage 7: a ring of launch events; lastLaunch is the one recorded last (launch_state.h).
+    for (auto& ev : comm->launch.launchEvents) TCCL_CHECK(eventCreate(&ev));
+    comm->launch.lastLaunch = comm->launch.launchEvents[0];
   }
   TCCL_CHECK(traceCommInit(comm));
   TCCL_INFO(kInit, "comm %p rank %d nranks %d cudaDev %d busId %s%s%s", (void*)comm, comm->rank,
@@ -345,7 +295,7 @@ tcclResult_t commSetup(tcclComm* comm, const void* id) {
   setLogRank(comm->rank);
   TCCL_CHECK(commInit(comm, id));
   installDumpSignal();
-  comm->watchdog = std::make_unique<Watchdog>(comm);
+  comm->watchdog = std::make_unique<Watchdog>(comm, comm->launch, *comm->fr);
   return tcclSuccess;
 }
 
@@ -363,8 +313,8 @@ tcclResult_t commCreate(const void* id, int nranks, int rank, const tcclConfig_t
 }
 
 tcclResult_t commFlush(tcclComm* comm) {
-  if (comm->haveLaunched) TCCL_CHECK(eventSynchronize(comm->lastLaunch));
-  if (comm->proxy) drainSendFifos(comm);
+  if (comm->launch.haveLaunched) TCCL_CHECK(eventSynchronize(comm->launch.lastLaunch));
+  if (comm->launch.proxy) drainSendFifos(comm);
   return comm->checkAsyncError();
 }
 
@@ -381,22 +331,22 @@ tcclResult_t commFree(tcclComm* comm, bool abort) {
   commWaitUses(comm, 0);
   comm->watchdog.reset();
   // Kernels read the FIFOs and flags: they must be done before anything is freed.
-  if (comm->haveLaunched) eventSynchronize(comm->lastLaunch);
+  if (comm->launch.haveLaunched) eventSynchronize(comm->launch.lastLaunch);
   // (Stage 7: a finalized communicator drained already; a revoked one has nothing to send.)
-  if (comm->proxy && !abort && !comm->finalized.load() && !comm->revoked.load()) {
+  if (comm->launch.proxy && !abort && !comm->finalized.load() && !comm->revoked.load()) {
     drainSendFifos(comm);
   }
-  if (comm->proxy) comm->proxy->stop();
-  comm->workers.reset();
-  comm->fibers.clear();
+  if (comm->launch.proxy) comm->launch.proxy->stop();
+  comm->launch.workers.reset();
+  comm->launch.fibers.clear();
   for (auto& [key, c] : comm->connectors) {
     if (c->transportComm) c->transportComm->free(*c);
   }
-  comm->connectors.clear();
+  comm->connectors.map.clear();
   comm->peerWatch.reset();  // it points into the FIFOs just freed
   comm->bootstrap.reset();
   traceCommDestroy(comm);
-  for (auto* ev : comm->launchEvents) eventDestroy(ev);  // (lastLaunch is one of them)
+  for (auto* ev : comm->launch.launchEvents) eventDestroy(ev);  // (lastLaunch is one of them)
   hostFree(const_cast<uint32_t*>(comm->abortFlag), comm->cudaDev >= 0);
   comm->magic = 0;
   delete comm;

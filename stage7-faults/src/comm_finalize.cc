@@ -24,6 +24,7 @@
  */
 #include "async_job.h"
 #include "comm.h"
+#include "cuda_wrap.h"
 #include "group.h"
 
 namespace tccl {
@@ -39,7 +40,7 @@ tcclResult_t commRevokeNow(tcclComm* comm) {
   // Calls of other threads and other jobs leave (ours is the one use left), then kernels
   // (they read FIFOs and flags: the communicator must stay whole until they have exited).
   commWaitUses(comm, 1);
-  if (comm->haveLaunched) TCCL_CHECK(eventSynchronize(comm->lastLaunch));
+  if (comm->launch.haveLaunched) TCCL_CHECK(eventSynchronize(comm->launch.lastLaunch));
   TCCL_INFO(kInit, "comm %p rank %d revoked: its operations stopped", (void*)comm, comm->rank);
   return tcclSuccess;
 }

@@ -30,6 +30,7 @@
 
 #include "async_job.h"
 #include "comm.h"
+#include "cuda_wrap.h"
 
 namespace tccl {
 

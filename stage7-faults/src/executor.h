@@ -30,9 +30,10 @@
 #include "core.h"
 #include "device/work.h"
 
-struct tcclComm;
-
 namespace tccl {
+
+struct CommContext;
+struct LaunchState;
 
 /// A pool of host threads for one communicator. Grows to the widest batch it has seen.
 class WorkerPool {
@@ -67,16 +68,18 @@ class WorkerPool {
 /// started before any is waited. With callerRuns, nothing starts: finishHostBatch runs every
 /// item on the calling thread, as fibers; only right when this thread drives no other
 /// communicator in the group, since it is busy with this one until all its items end.
-tcclResult_t startHostBatch(tcclComm* comm, const WorkBatch& batch, std::vector<uint32_t>* status,
-                            bool callerRuns);
-tcclResult_t finishHostBatch(tcclComm* comm, const WorkBatch& batch,
+/// An executor sees the communicator's context and launch state (launch_state.h), not the
+/// whole communicator.
+tcclResult_t startHostBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
+                            std::vector<uint32_t>* status, bool callerRuns);
+tcclResult_t finishHostBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
                              std::vector<uint32_t>& status, bool callerRuns);
 
 /// GPU executor: the phase's local copies (cudaMemcpyAsync, stage 5), then the batch's
 /// kernel, on `stream`, after the comm's previous launch. Inside a CUDA graph capture
 /// (`capturing`, stage 5) the cross-stream ordering is left to the graph's stream.
 struct DeviceCopy;
-tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
+tcclResult_t launchGpuBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
                             const std::vector<DeviceCopy>& copies, cudaStream_t stream,
                             bool capturing);
 

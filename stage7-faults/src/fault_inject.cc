@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "comm.h"
+#include "comm_context.h"
 
 TCCL_PARAM(FaultRank, "FAULT_RANK", 0)
 TCCL_PARAM(FaultOp, "FAULT_OP", 1)
@@ -64,7 +64,7 @@ bool isNetKind(FaultKind k) {
 
 bool faultEnabled() { return kind() != FaultKind::kNone; }
 
-void faultAtCall(tcclComm* comm, uint64_t firstOp, uint64_t lastOp) {
+void faultAtCall(CommContext* comm, uint64_t firstOp, uint64_t lastOp) {
   const FaultKind k = kind();
   if (k == FaultKind::kNone || comm->rank != tcclParamFaultRank()) return;
   const uint64_t op = uint64_t(tcclParamFaultOp());
@@ -92,7 +92,7 @@ void faultAtCall(tcclComm* comm, uint64_t firstOp, uint64_t lastOp) {
   }
 }
 
-NetFaultAction faultOnNetSend(tcclComm* comm, int peer, char* data, int64_t size) {
+NetFaultAction faultOnNetSend(CommContext* comm, int peer, char* data, int64_t size) {
   const FaultKind k = FaultKind(comm->faultArmed.load());
   switch (k) {
     case FaultKind::kDrop:

@@ -41,9 +41,10 @@
 
 #include "core.h"
 
-struct tcclComm;
 
 namespace tccl {
+
+struct CommContext;
 
 enum class FaultKind : int { kNone = 0, kKill, kStall, kDrop, kDelay, kCut, kFlip };
 
@@ -52,13 +53,13 @@ bool faultEnabled();
 
 /// A call is about to run operations [firstOp, lastOp] (numbers from 1) of `comm`: injects
 /// kill and stall here, and arms the network kinds (comm->faultArmed) for the proxy.
-void faultAtCall(tcclComm* comm, uint64_t firstOp, uint64_t lastOp);
+void faultAtCall(CommContext* comm, uint64_t firstOp, uint64_t lastOp);
 
 /// What the network send side does with its next step while a fault is armed.
 enum class NetFaultAction { kSend, kDrop, kCut };
 /// Called by the proxy before a step of `size` bytes at `data` goes to rank `peer`, only when
 /// comm->faultArmed is set: delays, flips a byte, or says to drop the step or cut the link.
-NetFaultAction faultOnNetSend(tcclComm* comm, int peer, char* data, int64_t size);
+NetFaultAction faultOnNetSend(CommContext* comm, int peer, char* data, int64_t size);
 
 }  // namespace tccl
 

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "async_job.h"
-#include "comm.h"
 
 namespace tccl {
 

@@ -19,7 +19,9 @@
 
 #include "async_job.h"
 #include "comm.h"
+#include "cuda_wrap.h"
 #include "group.h"
+#include "watchdog.h"
 
 using namespace tccl;
 
@@ -194,4 +196,13 @@ extern "C" tcclResult_t tcclCommGetAsyncError(tcclComm_t comm, tcclResult_t* asy
   }
   commRelease(comm);
   return tcclSuccess;
+}
+
+extern "C" tcclResult_t tcclCommDumpFlightRecorder(const tcclComm_t comm, const char* path) {
+  TCCL_CHECK(commCheck(comm, "tcclCommDumpFlightRecorder"));
+  if (path == nullptr && getEnvString("TCCL_FR_DUMP").empty()) {
+    TCCL_WARN("tcclCommDumpFlightRecorder: no path given and TCCL_FR_DUMP is not set");
+    return tcclInvalidArgument;
+  }
+  return frDump(comm, *comm->fr, path);  // (watchdog.cc, stage 7)
 }

@@ -26,10 +26,11 @@
 #include <vector>
 
 #include "check_mode.h"
-#include "comm.h"
+#include "comm_context.h"
 #include "fault_inject.h"
 #include "flight_recorder.h"
 #include "group.h"
+#include "launch_state.h"
 
 namespace tccl {
 
@@ -47,15 +48,16 @@ struct FrSpan {
 /// CUDA where each buffer lives here too would cost a microsecond a call.)
 FrSpan frRecord(CommTasks& t) {
   FrSpan span;
-  tcclComm* comm = t.comm;
-  span.launches = comm->launches.load(std::memory_order_relaxed);
+  const LaunchState& launch = commLaunch(t.comm);
+  FlightRecorder& fr = commRecorder(t.comm);
+  span.launches = launch.launches.load(std::memory_order_relaxed);
   const uint64_t now = frNowNs();
-  uint64_t op = comm->opCount;  // recordOps gives the same numbers, in the same order
+  uint64_t op = launch.opCount;  // recordOps gives the same numbers, in the same order
   auto add = [&](FrEntry& e) {
     e.opCount = op++;
     e.state = FrState::kStarted;
     e.createdNs = e.startedNs = now;
-    const uint64_t id = comm->fr->record(e);
+    const uint64_t id = fr.record(e);
     if (!span.any) span.first = id;
     span.last = id;
     span.any = true;
@@ -65,7 +67,7 @@ FrSpan frRecord(CommTasks& t) {
     const uint8_t f = uint8_t(c.func);
     e.func = f;
     e.name = frCollName(f);
-    const int64_t n = int64_t(c.count), r = comm->nranks;
+    const int64_t n = int64_t(c.count), r = commContext(t.comm).nranks;
     e.inCount = c.func == WorkFunc::kReduceScatter ? n * r : n;
     e.outCount = c.func == WorkFunc::kAllGather ? n * r : n;
     e.dtype = int(c.dtype);
@@ -96,7 +98,7 @@ tcclResult_t checkGroup(std::vector<CommTasks>& comms) {
   }
   const CommTasks& t = comms[0];
   if (t.colls.empty()) return tcclSuccess;
-  return checkModeCompare(t, t.comm->fr->collectives() - t.colls.size() + 1);
+  return checkModeCompare(t, commRecorder(t.comm).collectives() - t.colls.size() + 1);
 }
 
 }  // namespace
@@ -111,8 +113,8 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
   // stalled rank's record shows when it really joined.
   if (faultEnabled()) {
     for (CommTasks& t : comms) {
-      const uint64_t first = t.comm->fr->nextRecordId() + 1;  // (operations count from 1)
-      faultAtCall(t.comm, first, first + t.colls.size() + t.p2p.size() - 1);
+      const uint64_t first = commRecorder(t.comm).nextRecordId() + 1;  // (operations count from 1)
+      faultAtCall(&commContext(t.comm), first, first + t.colls.size() + t.p2p.size() - 1);
     }
   }
   for (size_t i = 0; i < comms.size(); i++) spans[i] = frRecord(comms[i]);
@@ -121,15 +123,15 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
   for (size_t i = 0; i < comms.size(); i++) {
     const FrSpan& sp = spans[i];
     if (!sp.any) continue;
-    tcclComm* comm = comms[i].comm;
+    FlightRecorder& fr = commRecorder(comms[i].comm);
     // Kernels launched (kernel.cu counts them): the operations complete with that launch.
     // Otherwise they are over now: host buffers moved, nothing to move, captured into a
     // graph (which runs later, as the graph's replays), or failed.
-    const uint64_t launches = comm->launches.load(std::memory_order_relaxed);
+    const uint64_t launches = commLaunch(comms[i].comm).launches.load(std::memory_order_relaxed);
     if (res == tcclSuccess && launches != sp.launches) {
-      comm->fr->launched(sp.first, sp.last, launches);
+      fr.launched(sp.first, sp.last, launches);
     } else {
-      comm->fr->finish(sp.first, sp.last, res);
+      fr.finish(sp.first, sp.last, res);
     }
   }
   return res;

@@ -8,7 +8,7 @@
 
 #include <mutex>
 
-#include "comm.h"
+#include "comm_context.h"
 
 extern "C" tcclResult_t tcclGetVersion(int* version) {
   TCCL_ARG_CHECK(version != nullptr, "tcclGetVersion: version is NULL");
@@ -34,8 +34,9 @@ extern "C" const char* tcclGetLastError(tcclComm_t comm) {
   // Stage 7: a communicator aborted with a reason (the watchdog's) gives that reason to every
   // thread: the warning was logged on the watchdog's thread, not the caller's.
   if (comm != nullptr && tccl::commIsLive(comm)) {
-    std::lock_guard<std::mutex> lock(comm->errorMutex);
-    if (!comm->errorReason.empty()) return comm->errorReason.c_str();
+    tccl::CommContext& ctx = tccl::commContext(comm);
+    std::lock_guard<std::mutex> lock(ctx.errorMutex);
+    if (!ctx.errorReason.empty()) return ctx.errorReason.c_str();
   }
   // Per thread, as NCCL's: the last warning this thread logged.
   return tccl::lastError();

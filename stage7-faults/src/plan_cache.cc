@@ -88,7 +88,7 @@ bool planCacheRun(CommTasks& tasks, tcclResult_t* result) {
   if (*result != tcclSuccess) {
     comm->planCache.reset();  // the next call plans afresh
   } else {
-    comm->opCount++;  // the operation's sequence number, as recordOps gives it
+    comm->launch.opCount++;  // the operation's sequence number, as recordOps gives it
   }
   return true;
   // <<< exercise 5.2
@@ -97,7 +97,7 @@ bool planCacheRun(CommTasks& tasks, tcclResult_t* result) {
 void planCacheKeep(CommTasks& tasks, CommPlan& plan) {
   tcclComm* comm = tasks.comm;
   if (!cacheable(comm, tasks) || plan.onDevice || plan.capturing) return;
-  if (!comm->planCache) comm->planCache = std::make_unique<PlanCache>();
+  if (!comm->planCache) comm->planCache = {new PlanCache, +[](PlanCache* p) { delete p; }};
   PlanCache& cache = *comm->planCache;
   cache.shape = tasks.colls[0];
   cache.plan.phases.swap(plan.phases);  // moved, not copied: a batch is 18 KB

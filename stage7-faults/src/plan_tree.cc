@@ -37,7 +37,7 @@
 #include <tuple>
 #include <vector>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "device/rec_doubling.h"
 #include "device/tree.h"
 #include "plan.h"
@@ -84,11 +84,11 @@ tcclResult_t appendElems(Phase& phase, const std::vector<WorkElem>& elems, ElemR
 
 /// The items of one rank in one tree (t: which tree, channel: its connectors; upDown: one item
 /// for both halves).
-tcclResult_t addTreeItems(tcclComm* comm, bool onDevice, Phase& phase, WorkFunc func,
+tcclResult_t addTreeItems(ConnectorTable& connectors, bool onDevice, Phase& phase, WorkFunc func,
                           const TreeNode& node, int t, int channel, ElemRange elems,
                           bool upDown = false) {
   auto conn = [&](int peer, bool isSend) {
-    return peer < 0 ? nullptr : comm->getConnector(peer, channel, isSend, onDevice);
+    return peer < 0 ? nullptr : connectors.get(peer, channel, isSend, onDevice);
   };
   const bool up = func != WorkFunc::kBroadcast;    // AllReduce and Reduce go up
   const bool down = func != WorkFunc::kReduce;     // AllReduce and Broadcast come down
@@ -128,14 +128,14 @@ tcclResult_t addTreeItems(tcclComm* comm, bool onDevice, Phase& phase, WorkFunc 
 }
 
 /// The recursive-doubling item: folding partner, then the partner of each step.
-tcclResult_t addRecDoublingItem(tcclComm* comm, bool onDevice, Phase& phase, int channel,
-                                ElemRange elems) {
+tcclResult_t addRecDoublingItem(const CommContext* comm, ConnectorTable& connectors,
+                                bool onDevice, Phase& phase, int channel, ElemRange elems) {
   const int r = comm->rank, n = comm->nranks, p = rdPow2(n), extra = n - p;
   std::vector<Connector*> slots(2, nullptr);
   if (r < 2 * extra) {
     const int fold = r % 2 == 0 ? r + 1 : r - 1;
-    slots[0] = comm->getConnector(fold, channel, true, onDevice);
-    slots[1] = comm->getConnector(fold, channel, false, onDevice);
+    slots[0] = connectors.get(fold, channel, true, onDevice);
+    slots[1] = connectors.get(fold, channel, false, onDevice);
   }
   int firstPeer = -1;
   if (!(r < 2 * extra && r % 2 == 0)) {  // folded ranks only talk to their partner
@@ -144,8 +144,8 @@ tcclResult_t addRecDoublingItem(tcclComm* comm, bool onDevice, Phase& phase, int
       const int w = v ^ bit;
       const int peer = w < extra ? 2 * w + 1 : w + extra;
       if (firstPeer < 0) firstPeer = peer;
-      slots.push_back(comm->getConnector(peer, channel, true, onDevice));
-      slots.push_back(comm->getConnector(peer, channel, false, onDevice));
+      slots.push_back(connectors.get(peer, channel, true, onDevice));
+      slots.push_back(connectors.get(peer, channel, false, onDevice));
     }
   }
   return addTableItem(phase, WorkKind::kRecDoubling, firstPeer >= 0 ? firstPeer : r ^ 1, 0,
@@ -175,7 +175,7 @@ tcclResult_t addTableItem(Phase& phase, WorkKind kind, int peer, int channel,
   return tcclSuccess;
 }
 
-tcclResult_t planTree(tcclComm* comm, CommPlan& plan) {
+tcclResult_t planTree(const CommContext* comm, ConnectorTable& connectors, CommPlan& plan) {
   // Shapes in order of first appearance.
   std::vector<Shape> shapes;
   std::map<ShapeKey, size_t> index;
@@ -222,17 +222,17 @@ tcclResult_t planTree(tcclComm* comm, CommPlan& plan) {
         }
       }
       if (algo == kAlgoRecDoubling) {
-        TCCL_CHECK(addRecDoublingItem(comm, plan.onDevice, phase, channel, elems));
+        TCCL_CHECK(addRecDoublingItem(comm, connectors, plan.onDevice, phase, channel, elems));
       } else if (root == kSingleTree) {
-        TCCL_CHECK(addTreeItems(comm, plan.onDevice, phase, WorkFunc(func), doubleTree(r, n, 0),
-                                0, channel, elems, /*upDown=*/true));
+        TCCL_CHECK(addTreeItems(connectors, plan.onDevice, phase, WorkFunc(func),
+                                doubleTree(r, n, 0), 0, channel, elems, /*upDown=*/true));
       } else if (WorkFunc(func) == WorkFunc::kAllReduce) {
         for (int t = 0; t < 2; t++) {
-          TCCL_CHECK(addTreeItems(comm, plan.onDevice, phase, WorkFunc(func),
+          TCCL_CHECK(addTreeItems(connectors, plan.onDevice, phase, WorkFunc(func),
                                   doubleTree(r, n, t), t, channel + t, elems));
         }
       } else {
-        TCCL_CHECK(addTreeItems(comm, plan.onDevice, phase, WorkFunc(func),
+        TCCL_CHECK(addTreeItems(connectors, plan.onDevice, phase, WorkFunc(func),
                                 rootedTree(r, n, root), 0, channel, elems));
       }
     }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "comm.h"
+#include "cuda_wrap.h"
 #include "device/float16.h"
 
 namespace tccl {

@@ -24,9 +24,9 @@
 
 #include <cstdlib>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "cuda_ipc.h"
-#include "proxy.h"
+#include "cuda_wrap.h"
 #include "transport/p2p/p2p_transport.h"
 #include "transport/net/net_transport.h"
 #if TCCL_HAVE_IB
@@ -92,7 +92,19 @@ uint32_t infoTag(int channel, bool fromSendSide) {
 
 }  // namespace
 
-tcclResult_t selectTransport(const tcclComm& comm, int peer, bool forDevice, Transport** out) {
+Connector* ConnectorTable::get(int peer, int channel, bool isSend, bool forDevice) {
+  auto& slot = map[ConnKey{peer, channel, isSend, forDevice}];
+  if (!slot) {
+    slot = std::make_unique<Connector>();
+    slot->peer = peer;
+    slot->channel = channel;
+    slot->isSend = isSend;
+    slot->forDevice = forDevice;
+  }
+  return slot.get();
+}
+
+tcclResult_t selectTransport(const CommContext& comm, int peer, bool forDevice, Transport** out) {
   for (Transport* t : kTransports) {
     if (t->canConnect(comm, comm.peers[peer], forDevice)) {
       *out = t;
@@ -103,14 +115,14 @@ tcclResult_t selectTransport(const tcclComm& comm, int peer, bool forDevice, Tra
   return tcclInternalError;
 }
 
-bool kernelsHaveLL(const tcclComm& comm, int peer) {
+bool kernelsHaveLL(const CommContext& comm, int peer) {
   for (Transport* t : kTransports) {
     if (t->canConnect(comm, comm.peers[peer], /*forDevice=*/true)) return t->hasLL();
   }
   return false;
 }
 
-tcclResult_t allocConnectorFifo(tcclComm& comm, Connector& c, bool hostSlots) {
+tcclResult_t allocConnectorFifo(CommContext& comm, Connector& c, bool hostSlots) {
   const uint64_t stepBytes = uint64_t(tcclParamBuffSize()) / kNSteps;
   // One allocation: counters, the ConnInfo, then the slots on a page boundary (so 16-byte
   // vector copies into slots are aligned).
@@ -189,7 +201,7 @@ static tcclResult_t connectPhases(std::vector<PendingConnects>& pending,
                                   std::vector<std::vector<ConnectInfo>>& infos) {
   // Phase 1: setup. Each connector picks its transport and describes itself.
   for (size_t g = 0; g < pending.size(); g++) {
-    tcclComm& comm = *pending[g].comm;
+    CommContext& comm = *pending[g].comm;
     infos[g].resize(pending[g].conns.size());
     for (size_t i = 0; i < pending[g].conns.size(); i++) {
       Connector& c = *pending[g].conns[i];
@@ -204,7 +216,7 @@ static tcclResult_t connectPhases(std::vector<PendingConnects>& pending,
   }
   // Phase 2: exchange. Send everything first, then receive: sends never wait for the peer.
   for (size_t g = 0; g < pending.size(); g++) {
-    tcclComm& comm = *pending[g].comm;
+    CommContext& comm = *pending[g].comm;
     for (size_t i = 0; i < pending[g].conns.size(); i++) {
       Connector& c = *pending[g].conns[i];
       TCCL_CHECK(comm.bootstrap->send(c.peer, infoTag(c.channel, c.isSend), &infos[g][i],
@@ -212,7 +224,7 @@ static tcclResult_t connectPhases(std::vector<PendingConnects>& pending,
     }
   }
   for (size_t g = 0; g < pending.size(); g++) {
-    tcclComm& comm = *pending[g].comm;
+    CommContext& comm = *pending[g].comm;
     for (size_t i = 0; i < pending[g].conns.size(); i++) {
       Connector& c = *pending[g].conns[i];
       // Our send side talks to the peer's receive side, and the other way round.
@@ -223,7 +235,7 @@ static tcclResult_t connectPhases(std::vector<PendingConnects>& pending,
   // Phases 3 and 4: send sides connect, then receive sides accept.
   for (int phase = 0; phase < 2; phase++) {
     for (size_t g = 0; g < pending.size(); g++) {
-      tcclComm& comm = *pending[g].comm;
+      CommContext& comm = *pending[g].comm;
       for (size_t i = 0; i < pending[g].conns.size(); i++) {
         Connector& c = *pending[g].conns[i];
         if (c.isSend != (phase == 0)) continue;
@@ -240,7 +252,7 @@ static tcclResult_t connectPhases(std::vector<PendingConnects>& pending,
   // Phase 5 (stage 6): send sides finish what connect() started; every receive side, on
   // every rank, has accepted by now or will without waiting for us (net_transport.h).
   for (size_t g = 0; g < pending.size(); g++) {
-    tcclComm& comm = *pending[g].comm;
+    CommContext& comm = *pending[g].comm;
     for (Connector* c : pending[g].conns) {
       if (!c->isSend) continue;
       tcclResult_t res = c->transportComm->finishConnect(comm, *c);
@@ -257,21 +269,15 @@ static tcclResult_t connectPhases(std::vector<PendingConnects>& pending,
 tcclResult_t connectAll(std::vector<PendingConnects>& pending) {
   std::vector<std::vector<ConnectInfo>> infos(pending.size());
   tcclResult_t res = connectPhases(pending, infos);
-  if (res != tcclSuccess) {
-    // A failed connection leaves the communicator unusable (peers may hold half of it).
-    for (auto& p : pending) p.comm->setError(res);
-  }
+  if (res == tcclSuccess) return res;
+  // A failed connection leaves the communicator unusable (peers may hold half of it).
   for (auto& p : pending) {
+    p.comm->setError(res);
     for (Connector* c : p.conns) {
-      if (res != tcclSuccess && !c->connected) {
+      if (!c->connected) {
         // Leave nothing half-made: the next group end starts this connector from scratch.
         if (c->transportComm) c->transportComm->free(*c);
         c->transportComm = nullptr;
-        continue;
-      }
-      if (res == tcclSuccess && c->transportComm->needsProxy()) {
-        TCCL_CHECK(p.comm->ensureProxy());
-        p.comm->proxy->add(c);
       }
     }
   }

@@ -33,7 +33,7 @@
 #include <cstring>
 #include <vector>
 
-#include "comm.h"
+#include "comm_context.h"
 
 namespace tccl {
 
@@ -222,7 +222,7 @@ tcclResult_t parseProtoList(const std::string& value, ProtoMask* out, std::strin
   return parseList(kProtoList, value, &out->allowed[0][0], kNumProtos, why);
 }
 
-tcclResult_t tuningInit(tcclComm* comm) {
+tcclResult_t tuningInit(CommContext* comm) {
   const std::string value = getEnvString("TCCL_ALGO");
   std::string why;
   if (parseAlgoList(value, &comm->algoMask, &why) != tcclSuccess) {
@@ -331,7 +331,7 @@ int chooseAlgorithm(const AlgoMask& mask, const ProtoMask& protos, WorkFunc f, i
   // <<< exercise 5.1
 }
 
-tcclResult_t tuningCheckPeers(tcclComm* comm, bool llReach) {
+tcclResult_t tuningCheckPeers(CommContext* comm, bool llReach) {
   // Every rank must choose the same algorithm for the same call, or their items would wait
   // for each other forever: TCCL_ALGO must agree, and the model's row (host or device) comes
   // from what all ranks have, not from this rank's buffers.
@@ -371,7 +371,7 @@ tcclResult_t tuningCheckPeers(tcclComm* comm, bool llReach) {
   return tcclSuccess;
 }
 
-tcclResult_t selectAlgorithm(tcclComm* comm, WorkFunc f, size_t bytes, bool onDevice, int* algo,
+tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, bool onDevice, int* algo,
                              int* proto) {
   const bool tuneDevice = comm->tuneDevice;
   // The log line costs a few formatted numbers: build it only when TUNING is on.

@@ -38,30 +38,32 @@
 #include <cstddef>
 #include <string>
 
+#include "algo_mask.h"
 #include "core.h"
 #include "device/work.h"
 
-struct tcclComm;
+// Stage 5: a message of at most this many bytes goes by the LL protocol when the communicator
+// has it (comm->llAvailable), as NCCL_P2P_LL_THRESHOLD (NCCL's default is 16 KiB; measured on
+// the H100 with 2 and 4 ranks under MPS, LL is still 1-3 us faster at 32 KiB and slower at
+// 128 KiB); 0 turns LL off for send/recv. Both ends see the same byte count, so they choose
+// alike. (TCCL_PROTO governs collectives only, as NCCL_PROTO does.) Every rank must use the
+// same value (checked at init).
+TCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 32768)
+// Stage 5: the most parts (channels) a large device-buffer send/recv is cut into, as
+// NCCL_MAX_P2P_NCHANNELS; 0: the bound plan_p2p.cc computes. Every rank must use the same
+// value (checked at init): it decides how both ends cut a message.
+TCCL_PARAM(MaxP2pNChannels, "MAX_P2P_NCHANNELS", 0)
 
 namespace tccl {
 
-enum Algo : int { kAlgoRing = 0, kAlgoTree = 1, kAlgoRecDoubling = 2, kNumAlgos = 3 };
-constexpr int kNumCollFuncs = 5;  // AllReduce, AllGather, ReduceScatter, Broadcast, Reduce
-constexpr int kNumProtos = 2;     // WorkProto: Simple, LL (stage 5)
+struct CommContext;
 
 /// "ring", "tree", "recdoubling".
 const char* algoName(int algo);
 
-/// Which algorithms each collective may use: allowed[coll][algo], coll = collIndex(func).
-struct AlgoMask {
-  bool allowed[kNumCollFuncs][kNumAlgos];
-};
+/// The row of a collective in the masks (algo_mask.h): 0 for AllReduce ... 4 for Reduce.
 int collIndex(WorkFunc f);
 
-/// Stage 5: which protocols each collective may use (TCCL_PROTO): allowed[coll][proto].
-struct ProtoMask {
-  bool allowed[kNumCollFuncs][kNumProtos];
-};
 /// "simple", "ll".
 const char* protoName(int proto);
 
@@ -75,7 +77,7 @@ tcclResult_t parseProtoList(const std::string& value, ProtoMask* out, std::strin
 
 /// Reads TCCL_ALGO (and, stage 5, TCCL_PROTO) for a new communicator (comm->algoMask,
 /// comm->protoMask); an unknown name is an error here.
-tcclResult_t tuningInit(tcclComm* comm);
+tcclResult_t tuningInit(CommContext* comm);
 
 /// Whether `algo` has an implementation for `f` on n ranks.
 bool algoSupports(WorkFunc f, int algo, int nranks);
@@ -104,11 +106,11 @@ int chooseAlgorithm(const AlgoMask& mask, const ProtoMask& protos, WorkFunc f, i
 /// and picks the model's row (device when every rank has a GPU, comm->tuneDevice); stage 5:
 /// LL is available when, moreover, every rank's kernels reach every peer over P2P or SHM
 /// (comm->llAvailable; llReach: this rank's do).
-tcclResult_t tuningCheckPeers(tcclComm* comm, bool llReach);
+tcclResult_t tuningCheckPeers(CommContext* comm, bool llReach);
 
 /// Picks the algorithm and (stage 5) the protocol for one call, whose buffers are on the
 /// device or not (and logs the decision under TUNING).
-tcclResult_t selectAlgorithm(tcclComm* comm, WorkFunc f, size_t bytes, bool onDevice, int* algo,
+tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, bool onDevice, int* algo,
                              int* proto);
 
 }  // namespace tccl

@@ -11,9 +11,10 @@
 #include <cstdio>
 #include <fstream>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "cuda_wrap.h"
 #include "flight_recorder.h"
+#include "launch_state.h"
 #include "tccl/common/param.h"
 
 // Seconds an operation may wait before the communicator is aborted (PyTorch's default
@@ -68,7 +69,7 @@ std::string frDescribe(const FrEntry& e) {
   return buf;
 }
 
-tcclResult_t frDump(const tcclComm* comm, const char* path) {
+tcclResult_t frDump(const CommContext* comm, const FlightRecorder& fr, const char* path) {
   std::string file;
   if (path != nullptr && *path != '\0') {
     file = path;
@@ -78,7 +79,7 @@ tcclResult_t frDump(const tcclComm* comm, const char* path) {
     file = prefix + std::to_string(comm->rank);
   }
   const std::string json =
-      comm->fr->toJson(comm->rank, comm->nranks, comm->name, watchdogTimeoutSec() * 1000);
+      fr.toJson(comm->rank, comm->nranks, comm->name, watchdogTimeoutSec() * 1000);
   // Written next to its final name, then renamed: a reader never sees half a dump.
   const std::string tmp = file + ".tmp";
   {
@@ -97,9 +98,10 @@ tcclResult_t frDump(const tcclComm* comm, const char* path) {
   return tcclSuccess;
 }
 
-Watchdog::Watchdog(tcclComm* comm) : comm_(comm), timeoutNs_(watchdogTimeoutSec() * 1'000'000'000) {
+Watchdog::Watchdog(CommContext* comm, const LaunchState& launch, FlightRecorder& fr)
+    : comm_(comm), launch_(launch), fr_(fr), timeoutNs_(watchdogTimeoutSec() * 1'000'000'000) {
   signalsSeen_ = dumpSignals.load();
-  if (timeoutNs_ > 0 && comm->fr->capacity() == 0) {
+  if (timeoutNs_ > 0 && fr_.capacity() == 0) {
     // The timeout is measured on the recorder's entries: with none kept, there is nothing to
     // watch. Said once per communicator rather than silently ignored.
     TCCL_WARN("watchdog: TCCL_FR_ENTRIES=0 keeps no operations, so TCCL_TIMEOUT=%ld cannot "
@@ -129,7 +131,7 @@ void Watchdog::loop() {
     const uint64_t signals = dumpSignals.load(std::memory_order_relaxed);
     if (signals != signalsSeen_) {
       signalsSeen_ = signals;
-      frDump(comm_, nullptr);
+      frDump(comm_, fr_, nullptr);
     }
     if (timeoutNs_ > 0 && !fired_) checkTimeout();
     lock.lock();
@@ -141,13 +143,13 @@ void Watchdog::pollDevice() {
   // labels, so a fired event covers at least the launch its label names). The newest fired
   // one says how far the GPU has got.
   uint64_t done = 0;
-  for (int i = 0; i < tcclComm::kLaunchEvents; i++) {
-    const uint64_t n = comm_->launchOf[i].load(std::memory_order_acquire);
+  for (int i = 0; i < LaunchState::kLaunchEvents; i++) {
+    const uint64_t n = launch_.launchOf[i].load(std::memory_order_acquire);
     if (n <= done) continue;
     bool fired = false;
-    if (eventQuery(comm_->launchEvents[i], &fired) == tcclSuccess && fired) done = n;
+    if (eventQuery(launch_.launchEvents[i], &fired) == tcclSuccess && fired) done = n;
   }
-  if (done > 0) comm_->fr->pollDevice(done, comm_->asyncError.load());
+  if (done > 0) fr_.pollDevice(done, comm_->asyncError.load());
 }
 
 void Watchdog::checkTimeout() {
@@ -155,7 +157,7 @@ void Watchdog::checkTimeout() {
   if (comm_->revoked.load()) return;
   FrEntry e;
   uint64_t since = 0;
-  if (!comm_->fr->oldestPending(&e, &since)) return;
+  if (!fr_.oldestPending(&e, &since)) return;
   const uint64_t now = frNowNs();
   if (now < since || int64_t(now - since) < timeoutNs_) return;
   fired_ = true;
@@ -168,17 +170,8 @@ void Watchdog::checkTimeout() {
            frDescribe(e).c_str(), which.c_str(), (long)((now - since) / 1'000'000'000),
            comm_->rank, (long)watchdogTimeoutSec());
   TCCL_WARN("%s", reason);
-  frDump(comm_, nullptr);
+  frDump(comm_, fr_, nullptr);
   comm_->setError(tcclRemoteError, reason);
 }
 
 }  // namespace tccl
-
-extern "C" tcclResult_t tcclCommDumpFlightRecorder(const tcclComm_t comm, const char* path) {
-  TCCL_CHECK(tccl::commCheck(comm, "tcclCommDumpFlightRecorder"));
-  if (path == nullptr && tccl::getEnvString("TCCL_FR_DUMP").empty()) {
-    TCCL_WARN("tcclCommDumpFlightRecorder: no path given and TCCL_FR_DUMP is not set");
-    return tcclInvalidArgument;
-  }
-  return tccl::frDump(comm, path);
-}

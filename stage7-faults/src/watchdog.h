@@ -3,8 +3,8 @@
  *
  * What it is: every tick (100 ms, or a tenth of the timeout if shorter) the watchdog
  *  1. asks which of the communicator's last launches have completed (the ring of launch
- *     events, comm.h): the flight recorder's device operations up to the newest fired one
- *     are then completed;
+ *     events, launch_state.h): the flight recorder's device operations up to the newest
+ *     fired one are then completed;
  *  2. dumps the flight recorder when asked by a signal (TCCL_FR_DUMP_ON_SIGNAL, SIGUSR1);
  *  3. looks at the oldest operation not completed: if it has waited longer than TCCL_TIMEOUT
  *     seconds (since it started, or since the one before it completed), it logs a warning
@@ -37,16 +37,19 @@
 
 #include "core.h"
 
-struct tcclComm;
-
 namespace tccl {
+
+struct CommContext;
+class FlightRecorder;
+struct LaunchState;
 
 /// TCCL_TIMEOUT: seconds an operation may wait before the watchdog aborts (0: never).
 int64_t watchdogTimeoutSec();
 
 class Watchdog {
  public:
-  explicit Watchdog(tcclComm* comm);
+  /// Watches `fr` (the communicator's operations) and the launch events of `launch`.
+  Watchdog(CommContext* comm, const LaunchState& launch, FlightRecorder& fr);
   ~Watchdog();  // stops and joins the thread
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -55,7 +58,9 @@ class Watchdog {
   void loop();
   void pollDevice();
   void checkTimeout();
-  tcclComm* comm_;
+  CommContext* comm_;
+  const LaunchState& launch_;
+  FlightRecorder& fr_;
   int64_t timeoutNs_;
   bool fired_ = false;
   uint64_t signalsSeen_ = 0;
@@ -67,7 +72,7 @@ class Watchdog {
 
 /// Writes the communicator's flight recorder to `path` (null: TCCL_FR_DUMP followed by the
 /// rank; nothing when that is unset). Logs where it went.
-tcclResult_t frDump(const tcclComm* comm, const char* path);
+tcclResult_t frDump(const CommContext* comm, const FlightRecorder& fr, const char* path);
 
 /// "operation 7 (collective 5), nccl:all_reduce of 1000 x float32 (sum)": an entry in words.
 /// Operations count from 1 in issue order (record_id + 1), as TCCL_FAULT_OP counts them.

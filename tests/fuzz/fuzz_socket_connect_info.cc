@@ -35,9 +35,9 @@
 
 namespace tccl {
 // Link seams: socket_transport.cc's setup()/free()/progress() call these; the fuzzer never does.
-tcclResult_t allocConnectorFifo(tcclComm&, Connector&) { abort(); }
+tcclResult_t allocConnectorFifo(CommContext&, Connector&) { abort(); }
 void freeConnectorFifo(Connector&) { abort(); }
-void traceProxyStep(const tcclComm&, const Connector&, uint64_t, int64_t, uint64_t) { abort(); }
+void traceProxyStep(const CommContext&, int, int, bool, uint64_t, int64_t, uint64_t) { abort(); }
 }  // namespace tccl
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -16,10 +16,12 @@
  */
 #include <cuda_runtime.h>
 
-#include "comm.h"
+#include "comm_context.h"
+#include "cuda_wrap.h"
 #include "device/device_backend.cuh"
 #include "device/run_work.h"
 #include "executor.h"
+#include "launch_state.h"
 #include "proxy.h"
 #include "trace.h"
 
@@ -49,7 +51,7 @@ namespace {
 // Runs on a CUDA host thread once the kernel has finished: its step records are collected,
 // and the proxy may go back to sleeping.
 void CUDART_CB kernelDone(void* arg) {
-  auto* comm = static_cast<tcclComm*>(arg);
+  auto* comm = static_cast<CommContext*>(arg);
   if (comm->traceBufs != nullptr) traceCollectGpu(comm);
   comm->gpuOpsInFlight.fetch_sub(1, std::memory_order_acq_rel);
 }
@@ -96,13 +98,14 @@ tcclResult_t traceCalibrateGpuClock(int64_t* offsetNs, int64_t* errNs) {
   return res;
 }
 
-tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch, cudaStream_t stream) {
+tcclResult_t launchGpuBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
+                            cudaStream_t stream) {
   if (batch.nItems == 0) return tcclSuccess;
   // Issue order across streams: this launch starts after the previous one on this comm.
-  if (comm->haveLaunched) TCCL_CHECK(streamWaitEvent(stream, comm->lastLaunch));
+  if (launch.haveLaunched) TCCL_CHECK(streamWaitEvent(stream, launch.lastLaunch));
   // Before the launch: the proxy must poll memory (a kernel cannot kick it) until kernelDone.
   comm->gpuOpsInFlight.fetch_add(1, std::memory_order_acq_rel);
-  if (comm->proxy) comm->proxy->kick();
+  if (launch.proxy) launch.proxy->kick();
   tcclKernel<<<batch.nItems, kThreads, 0, stream>>>(batch);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
@@ -111,8 +114,8 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch, cudaStream_t
     return tcclUnhandledCudaError;
   }
   TCCL_CHECK(launchHostFunc(stream, kernelDone, comm));
-  TCCL_CHECK(eventRecord(comm->lastLaunch, stream));
-  comm->haveLaunched = true;
+  TCCL_CHECK(eventRecord(launch.lastLaunch, stream));
+  launch.haveLaunched = true;
   return tcclSuccess;
 }
 

@@ -30,9 +30,11 @@
 
 #include <cuda_runtime.h>
 
-#include "comm.h"
+#include "comm_context.h"
+#include "cuda_wrap.h"
 #include "device/kernel_entry.cuh"
 #include "executor.h"
+#include "launch_state.h"
 #include "plan.h"
 #include "proxy.h"
 #include "trace.h"
@@ -82,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) tcclCopyKernel(const __grid_constant
 namespace {
 /// Stage 5: how many blocks of kThreads threads of the base kernels this rank's GPU holds at
 /// once (its SMs times the blocks an SM takes), asked of CUDA once per communicator.
-int residentBlocks(tcclComm* comm) {
+int residentBlocks(CommContext* comm) {
   if (comm->residentBlocks > 0) return comm->residentBlocks;
   int sms = 0, perSm = 0, perSmSimple = 0;
   const bool asked =
@@ -117,7 +119,7 @@ tcclResult_t flushKernelCopies(KernelCopies& k, cudaStream_t stream) {
 // Runs on a CUDA host thread once the kernel has finished: its step records are collected,
 // and the proxy may go back to sleeping.
 void CUDART_CB kernelDone(void* arg) {
-  auto* comm = static_cast<tcclComm*>(arg);
+  auto* comm = static_cast<CommContext*>(arg);
   if (comm->traceBufs != nullptr) traceCollectGpu(comm);
   comm->gpuOpsInFlight.fetch_sub(1, std::memory_order_acq_rel);
 }
@@ -164,7 +166,7 @@ tcclResult_t traceCalibrateGpuClock(int64_t* offsetNs, int64_t* errNs) {
   return res;
 }
 
-tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
+tcclResult_t launchGpuBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
                             const std::vector<DeviceCopy>& copies, cudaStream_t stream,
                             bool capturing) {
   if (batch.nItems == 0 && copies.empty()) return tcclSuccess;
@@ -172,7 +174,7 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
   // stream: only a proxy (to stop polling) or the step timeline (to collect records) needs
   // one. Kernels over P2P and SHM alone have neither (stage 5).
   const bool tracing = batch.trace != nullptr;
-  const bool hostCallback = batch.nItems > 0 && (comm->proxy != nullptr || tracing);
+  const bool hostCallback = batch.nItems > 0 && (launch.proxy != nullptr || tracing);
   if (capturing && (hostCallback || tracing)) {
     // A graph replays the kernel without this host code around it: the proxy would not know
     // that a kernel waits for it, and nobody would collect the step records.
@@ -188,8 +190,9 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
   // stream of the previous launch either: the stream orders the two already (stage 5).
   unsigned long long sid = 0;
   if (!capturing) TCCL_CHECK(streamId(stream, &sid));
-  if (comm->haveLaunched && !capturing && !(comm->lastStreamKnown && sid == comm->lastStreamId)) {
-    TCCL_CHECK(streamWaitEvent(stream, comm->lastLaunch));
+  const bool sameStream = launch.lastStreamKnown && sid == launch.lastStreamId;
+  if (launch.haveLaunched && !capturing && !sameStream) {
+    TCCL_CHECK(streamWaitEvent(stream, launch.lastLaunch));
   }
   KernelCopies small{};
   for (const DeviceCopy& c : copies) {
@@ -261,7 +264,7 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
   for (int k = 0; k < nKernels; k++) {
     // Before the launch: the proxy must poll memory (a kernel cannot kick it) until kernelDone.
     if (hostCallback) comm->gpuOpsInFlight.fetch_add(1, std::memory_order_acq_rel);
-    if (comm->proxy) comm->proxy->kick();
+    if (launch.proxy) launch.proxy->kick();
     kernels[k]<<<blocks, kThreads, 0, stream>>>(batch, /*copies=*/k == 0);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {
@@ -274,10 +277,10 @@ tcclResult_t launchGpuBatch(tcclComm* comm, const WorkBatch& batch,
     if (hostCallback) TCCL_CHECK(launchHostFunc(stream, kernelDone, comm));
   }
   if (!capturing) {
-    TCCL_CHECK(eventRecord(comm->lastLaunch, stream));
-    comm->haveLaunched = true;
-    comm->lastStreamId = sid;
-    comm->lastStreamKnown = true;
+    TCCL_CHECK(eventRecord(launch.lastLaunch, stream));
+    launch.haveLaunched = true;
+    launch.lastStreamId = sid;
+    launch.lastStreamKnown = true;
   }
   return tcclSuccess;
 }

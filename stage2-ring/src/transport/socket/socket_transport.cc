@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <atomic>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "trace.h"
 
 // Sockets per connection (NCCL: NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS).
@@ -93,7 +93,7 @@ tcclResult_t checkSocketConnectInfo(const SocketConnectInfo& info, uint64_t expe
 
 // ---- Send side ------------------------------------------------------------------------------
 
-tcclResult_t SocketSendComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info) {
+tcclResult_t SocketSendComm::setup(CommContext& comm, Connector& c, ConnectInfo* info) {
   TCCL_CHECK(allocConnectorFifo(comm, c));
   c.resources = std::make_unique<SocketResources>();
   SocketConnectInfo mine{};
@@ -104,7 +104,7 @@ tcclResult_t SocketSendComm::setup(tcclComm& comm, Connector& c, ConnectInfo* in
   return tcclSuccess;
 }
 
-tcclResult_t SocketSendComm::connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) {
+tcclResult_t SocketSendComm::connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) {
   SocketConnectInfo peer;
   TCCL_CHECK(unpackInfo(TransportId::kSocket, peerInfo, &peer));
   TCCL_CHECK(checkSocketConnectInfo(peer, c.conn->stepBytes));
@@ -129,7 +129,7 @@ void SocketSendComm::free(Connector& c) {
   freeConnectorFifo(c);
 }
 
-tcclResult_t SocketSendComm::progress(tcclComm& comm, Connector& c, bool* didWork) {
+tcclResult_t SocketSendComm::progress(CommContext& comm, Connector& c, bool* didWork) {
   SocketResources& r = res(c);
   ConnFifo* fifo = c.conn->fifo;
   for (;;) {
@@ -180,7 +180,7 @@ tcclResult_t SocketSendComm::progress(tcclComm& comm, Connector& c, bool* didWor
     // The whole step is on the wire: free the slot for the executor (release: nothing of ours
     // reads the slot after this).
     r.active = false;
-    traceProxyStep(comm, c, step, r.size, r.t0);
+    traceProxyStep(comm, c.peer, c.channel, c.isSend, step, r.size, r.t0);
     storeRelease(&fifo->head, step + 1);
     *didWork = true;
   }
@@ -195,7 +195,7 @@ int SocketSendComm::pollFd(const Connector& c, short* events) const {
 
 // ---- Receive side ---------------------------------------------------------------------------
 
-tcclResult_t SocketRecvComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info) {
+tcclResult_t SocketRecvComm::setup(CommContext& comm, Connector& c, ConnectInfo* info) {
   TCCL_CHECK(allocConnectorFifo(comm, c));
   auto r = std::make_unique<SocketResources>();
   r->nsocks = int(std::clamp<int64_t>(tcclParamNSocksPerConn(), 1, kMaxSocketsPerConn));
@@ -212,7 +212,7 @@ tcclResult_t SocketRecvComm::setup(tcclComm& comm, Connector& c, ConnectInfo* in
   return tcclSuccess;
 }
 
-tcclResult_t SocketRecvComm::connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) {
+tcclResult_t SocketRecvComm::connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) {
   SocketConnectInfo peer;
   TCCL_CHECK(unpackInfo(TransportId::kSocket, peerInfo, &peer));
   TCCL_CHECK(checkSocketConnectInfo(SocketConnectInfo{peer.addr, peer.stepBytes, 1, peer.rank},
@@ -250,7 +250,7 @@ void SocketRecvComm::free(Connector& c) {
   freeConnectorFifo(c);
 }
 
-tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWork) {
+tcclResult_t SocketRecvComm::progress(CommContext& comm, Connector& c, bool* didWork) {
   SocketResources& r = res(c);
   ConnFifo* fifo = c.conn->fifo;
   if (fifo->closed) return tcclSuccess;
@@ -311,7 +311,8 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
     // bytes and the size once it sees the new tail.
     fifo->sizes[step % kNSteps] = r.size;
     r.active = false;
-    traceProxyStep(comm, c, step, r.size, r.t0);  // before tail: the consumer sees it later
+    // Before tail: the consumer sees it later.
+    traceProxyStep(comm, c.peer, c.channel, c.isSend, step, r.size, r.t0);
     storeRelease(&fifo->tail, step + 1);
     *didWork = true;
     // <<< exercise 1.3

@@ -53,28 +53,28 @@ struct SocketHello {
 
 class SocketSendComm : public TransportComm {
  public:
-  tcclResult_t setup(tcclComm& comm, Connector& c, ConnectInfo* info) override;
-  tcclResult_t connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) override;
+  tcclResult_t setup(CommContext& comm, Connector& c, ConnectInfo* info) override;
+  tcclResult_t connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) override;
   void free(Connector& c) override;
   bool needsProxy() const override { return true; }
-  tcclResult_t progress(tcclComm& comm, Connector& c, bool* didWork) override;
+  tcclResult_t progress(CommContext& comm, Connector& c, bool* didWork) override;
   int pollFd(const Connector& c, short* events) const override;
 };
 
 class SocketRecvComm : public TransportComm {
  public:
-  tcclResult_t setup(tcclComm& comm, Connector& c, ConnectInfo* info) override;
-  tcclResult_t connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) override;
+  tcclResult_t setup(CommContext& comm, Connector& c, ConnectInfo* info) override;
+  tcclResult_t connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) override;
   void free(Connector& c) override;
   bool needsProxy() const override { return true; }
-  tcclResult_t progress(tcclComm& comm, Connector& c, bool* didWork) override;
+  tcclResult_t progress(CommContext& comm, Connector& c, bool* didWork) override;
   int pollFd(const Connector& c, short* events) const override;
 };
 
 class SocketTransport : public Transport {
  public:
   const char* name() const override { return "NET/Socket"; }
-  bool canConnect(const tcclComm&, const PeerInfo&) const override { return true; }
+  bool canConnect(const CommContext&, const PeerInfo&) const override { return true; }
   TransportComm& send() override { return send_; }
   TransportComm& recv() override { return recv_; }
 

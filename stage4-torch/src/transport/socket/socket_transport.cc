@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <atomic>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "trace.h"
 
 // Sockets per connection (NCCL: NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS).
@@ -81,7 +81,7 @@ void partRange(int64_t size, int nsocks, int i, int64_t* begin, int64_t* end) {
 /// Whether nobody has decided yet where step `step` goes: the communicator has no GPU (so the
 /// consumer is a host executor, now or at its next call) and that consumer has neither offered
 /// a buffer nor allowed staging for the step (fifo.h). It decides when its receive starts.
-bool undecided(const tcclComm& comm, const ConnFifo* fifo, uint64_t step) {
+bool undecided(const CommContext& comm, const ConnFifo* fifo, uint64_t step) {
   return comm.cudaDev < 0 &&
          __atomic_load_n(&fifo->claims[step % kNSteps], __ATOMIC_ACQUIRE) !=
              claimValue(step, kClaimByConsumer) &&
@@ -94,7 +94,7 @@ bool undecided(const tcclComm& comm, const ConnFifo* fifo, uint64_t step) {
 /// Returns null when the step must wait in the socket: the communicator has no GPU (so the
 /// consumer is a host executor, now or at its next call) and the consumer has neither offered
 /// a buffer nor allowed staging for it yet (fifo.h). It decides when its receive starts.
-char* receiveDestination(tcclComm& comm, Connector& c, uint64_t step, int64_t size) {
+char* receiveDestination(CommContext& comm, Connector& c, uint64_t step, int64_t size) {
   ConnFifo* fifo = c.conn->fifo;
   const int slot = int(step % kNSteps);
   char* staging = c.conn->buff + slot * c.conn->stepBytes;
@@ -133,7 +133,7 @@ tcclResult_t checkSocketConnectInfo(const SocketConnectInfo& info, uint64_t expe
 
 // ---- Send side ------------------------------------------------------------------------------
 
-tcclResult_t SocketSendComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info) {
+tcclResult_t SocketSendComm::setup(CommContext& comm, Connector& c, ConnectInfo* info) {
   TCCL_CHECK(allocConnectorFifo(comm, c));
   c.conn->direct = 1;  // the proxy can read any host memory: host executors may lend buffers
   c.resources = std::make_unique<SocketResources>();
@@ -145,7 +145,7 @@ tcclResult_t SocketSendComm::setup(tcclComm& comm, Connector& c, ConnectInfo* in
   return tcclSuccess;
 }
 
-tcclResult_t SocketSendComm::connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) {
+tcclResult_t SocketSendComm::connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) {
   SocketConnectInfo peer;
   TCCL_CHECK(unpackInfo(TransportId::kSocket, peerInfo, &peer));
   TCCL_CHECK(checkSocketConnectInfo(peer, c.conn->stepBytes));
@@ -170,7 +170,7 @@ void SocketSendComm::free(Connector& c) {
   freeConnectorFifo(c);
 }
 
-tcclResult_t SocketSendComm::progress(tcclComm& comm, Connector& c, bool* didWork) {
+tcclResult_t SocketSendComm::progress(CommContext& comm, Connector& c, bool* didWork) {
   SocketResources& r = res(c);
   ConnFifo* fifo = c.conn->fifo;
   for (;;) {
@@ -223,7 +223,7 @@ tcclResult_t SocketSendComm::progress(tcclComm& comm, Connector& c, bool* didWor
     // The whole step is on the wire: free the slot for the executor (release: nothing of ours
     // reads the slot after this).
     r.active = false;
-    traceProxyStep(comm, c, step, r.size, r.t0);
+    traceProxyStep(comm, c.peer, c.channel, c.isSend, step, r.size, r.t0);
     storeRelease(&fifo->head, step + 1);
     *didWork = true;
   }
@@ -238,7 +238,7 @@ int SocketSendComm::pollFd(const Connector& c, short* events) const {
 
 // ---- Receive side ---------------------------------------------------------------------------
 
-tcclResult_t SocketRecvComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info) {
+tcclResult_t SocketRecvComm::setup(CommContext& comm, Connector& c, ConnectInfo* info) {
   TCCL_CHECK(allocConnectorFifo(comm, c));
   c.conn->direct = 1;  // the proxy can write any host memory: host executors may offer buffers
   auto r = std::make_unique<SocketResources>();
@@ -256,7 +256,7 @@ tcclResult_t SocketRecvComm::setup(tcclComm& comm, Connector& c, ConnectInfo* in
   return tcclSuccess;
 }
 
-tcclResult_t SocketRecvComm::connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) {
+tcclResult_t SocketRecvComm::connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) {
   SocketConnectInfo peer;
   TCCL_CHECK(unpackInfo(TransportId::kSocket, peerInfo, &peer));
   TCCL_CHECK(checkSocketConnectInfo(SocketConnectInfo{peer.addr, peer.stepBytes, 1, peer.rank},
@@ -298,7 +298,7 @@ void SocketRecvComm::free(Connector& c) {
   freeConnectorFifo(c);
 }
 
-tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWork) {
+tcclResult_t SocketRecvComm::progress(CommContext& comm, Connector& c, bool* didWork) {
   SocketResources& r = res(c);
   ConnFifo* fifo = c.conn->fifo;
   if (fifo->closed) return tcclSuccess;
@@ -376,7 +376,8 @@ tcclResult_t SocketRecvComm::progress(tcclComm& comm, Connector& c, bool* didWor
     // bytes and the size once it sees the new tail.
     fifo->sizes[step % kNSteps] = r.size;
     r.active = false;
-    traceProxyStep(comm, c, step, r.size, r.t0);  // before tail: the consumer sees it later
+    // Before tail: the consumer sees it later.
+    traceProxyStep(comm, c.peer, c.channel, c.isSend, step, r.size, r.t0);
     storeRelease(&fifo->tail, step + 1);
     *didWork = true;
     // <<< exercise 1.3

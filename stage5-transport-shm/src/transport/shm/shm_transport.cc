@@ -13,7 +13,7 @@
 
 #include <cstdio>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "cuda_ipc.h"
 #include "tccl/common/bootstrap.h"
 #include "transport/shm/peer_watch.h"
@@ -42,7 +42,7 @@ ShmResources& res(Connector& c) { return *static_cast<ShmResources*>(c.resources
 
 /// Makes the segment the connector's FIFO; registers it for kernels when they will use it;
 /// has the peer watched (peer_watch.h): its death would otherwise go unnoticed.
-tcclResult_t attachSegment(tcclComm& comm, Connector& c, pid_t peerPid) {
+tcclResult_t attachSegment(CommContext& comm, Connector& c, pid_t peerPid) {
   ShmResources& r = res(c);
   if (c.forDevice) {
     TCCL_CHECK(hostRegister(r.segment.base, r.segment.bytes));
@@ -60,7 +60,7 @@ size_t shmSegmentBytes(uint64_t stepBytes, bool forDevice) {
   return fifoBlockBytes(stepBytes, /*withLL=*/forDevice);
 }
 
-bool ShmTransport::canConnect(const tcclComm& comm, const PeerInfo& peer, bool) const {
+bool ShmTransport::canConnect(const CommContext& comm, const PeerInfo& peer, bool) const {
   // Same host: same hostHash (bootstrap's host identity). Two processes on one host share
   // memory unless they sit in different IPC namespaces -- then fdSend fails with a message.
   return tcclParamShmDisable() == 0 && peer.hostHash == comm.peers[comm.rank].hostHash;
@@ -68,7 +68,7 @@ bool ShmTransport::canConnect(const tcclComm& comm, const PeerInfo& peer, bool) 
 
 // ---- Send side: creates the segment ----------------------------------------------------------
 
-tcclResult_t ShmSendComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info) {
+tcclResult_t ShmSendComm::setup(CommContext& comm, Connector& c, ConnectInfo* info) {
   TCCL_CHECK(allocConnInfo(c));
   c.resources = std::make_unique<ShmResources>();
   char what[64];
@@ -80,7 +80,7 @@ tcclResult_t ShmSendComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info)
   return tcclSuccess;
 }
 
-tcclResult_t ShmSendComm::connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) {
+tcclResult_t ShmSendComm::connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) {
   ShmRecvInfo peer;
   TCCL_CHECK(unpackInfo(TransportId::kShm, peerInfo, &peer));
   if (peer.stepBytes != c.conn->stepBytes || peer.rank != c.peer) {
@@ -106,7 +106,7 @@ void ShmSendComm::free(Connector& c) {
 
 // ---- Receive side: maps the sender's segment --------------------------------------------------
 
-tcclResult_t ShmRecvComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info) {
+tcclResult_t ShmRecvComm::setup(CommContext& comm, Connector& c, ConnectInfo* info) {
   TCCL_CHECK(allocConnInfo(c));
   c.resources = std::make_unique<ShmResources>();
   ShmRecvInfo mine{};
@@ -118,7 +118,7 @@ tcclResult_t ShmRecvComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info)
   return tcclSuccess;
 }
 
-tcclResult_t ShmRecvComm::connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) {
+tcclResult_t ShmRecvComm::connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) {
   ShmSendInfo peer;
   TCCL_CHECK(unpackInfo(TransportId::kShm, peerInfo, &peer));
   const size_t want = shmSegmentBytes(c.conn->stepBytes, c.forDevice);

@@ -10,7 +10,7 @@
 
 #include <algorithm>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "trace.h"
 #include "transport/net/gdr.h"
 
@@ -68,7 +68,7 @@ const NetResources& res(const Connector& c) {
 /// GPUDirect RDMA for this connector? Only a receive side that serves kernels, when asked
 /// (TCCL_NET_GDR_ENABLE=1) and both halves of the probe say yes: the Net can register a
 /// dma-buf, and the GPU can export one. Else *why says what is missing (empty: not asked).
-bool useGdr(const tcclComm& comm, const Connector& c, const NetProperties& props,
+bool useGdr(const CommContext& comm, const Connector& c, const NetProperties& props,
             std::string* why) {
   why->clear();
   if (c.isSend || !c.forDevice || netGdrEnabled() == 0) return false;
@@ -80,7 +80,7 @@ bool useGdr(const tcclComm& comm, const Connector& c, const NetProperties& props
 }
 
 /// Both sides: the FIFO, and whether the Net may use the executors' own buffers (direct mode).
-tcclResult_t setupCommon(tcclComm& comm, Connector& c, Net& net, NetConnectInfo* mine) {
+tcclResult_t setupCommon(CommContext& comm, Connector& c, Net& net, NetConnectInfo* mine) {
   NetProperties props;
   TCCL_CHECK(net.getProperties(0, &props));
   auto r = std::make_unique<NetResources>();
@@ -131,7 +131,7 @@ std::string gdrNote(const NetResources& r) {
 /// offering right now. False when the step must wait: the communicator has no GPU (so the
 /// consumer is a host executor, now or at its next call) and the consumer has neither offered
 /// a buffer nor allowed staging for it yet (fifo.h). It decides when its receive is posted.
-bool receiveDestination(const tcclComm& comm, Connector& c, uint64_t step, char** dest,
+bool receiveDestination(const CommContext& comm, Connector& c, uint64_t step, char** dest,
                         int64_t* capacity) {
   ConnFifo* fifo = c.conn->fifo;
   const int slot = int(step % kNSteps);
@@ -171,14 +171,15 @@ tcclResult_t checkNetConnectInfo(const NetConnectInfo& info, uint64_t expectedSt
 
 // ---- Send side ------------------------------------------------------------------------------
 
-tcclResult_t NetTransportSend::setup(tcclComm& comm, Connector& c, ConnectInfo* info) {
+tcclResult_t NetTransportSend::setup(CommContext& comm, Connector& c, ConnectInfo* info) {
   NetConnectInfo mine;
   TCCL_CHECK(setupCommon(comm, c, net_, &mine));
   packInfo(TransportId::kNet, mine, info);
   return tcclSuccess;
 }
 
-tcclResult_t NetTransportSend::connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) {
+tcclResult_t NetTransportSend::connect(CommContext& comm, Connector& c,
+                                       const ConnectInfo& peerInfo) {
   NetConnectInfo peer;
   TCCL_CHECK(unpackInfo(TransportId::kNet, peerInfo, &peer));
   TCCL_CHECK(checkNetConnectInfo(peer, c.conn->stepBytes));
@@ -189,7 +190,7 @@ tcclResult_t NetTransportSend::connect(tcclComm& comm, Connector& c, const Conne
   return net_.connect(0, &r.peerHandle, &r.send);
 }
 
-tcclResult_t NetTransportSend::finishConnect(tcclComm& comm, Connector& c) {
+tcclResult_t NetTransportSend::finishConnect(CommContext& comm, Connector& c) {
   NetResources& r = res(c);
   Deadline deadline = deadlineIn(bootstrapTimeoutSeconds());
   while (r.send == nullptr) {
@@ -211,7 +212,7 @@ void NetTransportSend::free(Connector& c) {
   freeConnectorFifo(c);
 }
 
-tcclResult_t NetTransportSend::progress(tcclComm& comm, Connector& c, bool* didWork) {
+tcclResult_t NetTransportSend::progress(CommContext& comm, Connector& c, bool* didWork) {
   NetResources& r = res(c);
   ConnFifo* fifo = c.conn->fifo;
   // Hand every published step to the Net. Acquire: the slot's bytes, its size and a lent
@@ -244,7 +245,8 @@ tcclResult_t NetTransportSend::progress(tcclComm& comm, Connector& c, bool* didW
     // whichever is later: steps in flight queue behind each other, and a span from the post
     // alone would count one wait eight times.
     if (comm.tracePid >= 0) {
-      traceProxyStep(comm, c, step, r.sizes[slot], std::max(r.t0[slot], r.lastMovedNs));
+      traceProxyStep(comm, c.peer, c.channel, c.isSend, step, r.sizes[slot],
+                     std::max(r.t0[slot], r.lastMovedNs));
     }
     r.lastMovedNs = traceNowNs();
     // Release: nothing of ours reads the slot (or the lent buffer) after this.
@@ -253,7 +255,7 @@ tcclResult_t NetTransportSend::progress(tcclComm& comm, Connector& c, bool* didW
   }
 }
 
-bool NetTransport::canConnect(const tcclComm& comm, const PeerInfo& peer, bool) const {
+bool NetTransport::canConnect(const CommContext& comm, const PeerInfo& peer, bool) const {
   return (comm.peers[size_t(comm.rank)].nets & bit_) && (peer.nets & bit_);
 }
 
@@ -275,7 +277,7 @@ int NetTransportSend::pollWithinUs(const Connector& c) const {
 
 // ---- Receive side ---------------------------------------------------------------------------
 
-tcclResult_t NetTransportRecv::setup(tcclComm& comm, Connector& c, ConnectInfo* info) {
+tcclResult_t NetTransportRecv::setup(CommContext& comm, Connector& c, ConnectInfo* info) {
   NetConnectInfo mine;
   TCCL_CHECK(setupCommon(comm, c, net_, &mine));
   TCCL_CHECK(net_.listen(0, &mine.handle, &res(c).listen));
@@ -283,7 +285,8 @@ tcclResult_t NetTransportRecv::setup(tcclComm& comm, Connector& c, ConnectInfo* 
   return tcclSuccess;
 }
 
-tcclResult_t NetTransportRecv::connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) {
+tcclResult_t NetTransportRecv::connect(CommContext& comm, Connector& c,
+                                       const ConnectInfo& peerInfo) {
   NetConnectInfo peer;
   TCCL_CHECK(unpackInfo(TransportId::kNet, peerInfo, &peer));
   TCCL_CHECK(checkNetConnectInfo(peer, c.conn->stepBytes));
@@ -310,7 +313,7 @@ void NetTransportRecv::free(Connector& c) {
   freeConnectorFifo(c);
 }
 
-tcclResult_t NetTransportRecv::progress(tcclComm& comm, Connector& c, bool* didWork) {
+tcclResult_t NetTransportRecv::progress(CommContext& comm, Connector& c, bool* didWork) {
   NetResources& r = res(c);
   ConnFifo* fifo = c.conn->fifo;
   if (fifo->closed) return tcclSuccess;
@@ -363,7 +366,8 @@ tcclResult_t NetTransportRecv::progress(tcclComm& comm, Connector& c, bool* didW
     // bytes and the size once it sees the new tail.
     fifo->sizes[slot] = int64_t(size);
     if (comm.tracePid >= 0) {  // (from its post or the step before, as on the send side)
-      traceProxyStep(comm, c, step, int64_t(size), std::max(r.t0[slot], r.lastMovedNs));
+      traceProxyStep(comm, c.peer, c.channel, c.isSend, step, int64_t(size),
+                     std::max(r.t0[slot], r.lastMovedNs));
     }
     r.lastMovedNs = traceNowNs();  // before tail: the consumer sees the step later
     storeRelease(&fifo->tail, step + 1);

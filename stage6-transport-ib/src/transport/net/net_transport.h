@@ -58,12 +58,12 @@ tcclResult_t checkNetConnectInfo(const NetConnectInfo& info, uint64_t expectedSt
 class NetTransportSend : public TransportComm {
  public:
   explicit NetTransportSend(Net& net) : net_(net) {}
-  tcclResult_t setup(tcclComm& comm, Connector& c, ConnectInfo* info) override;
-  tcclResult_t connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) override;
-  tcclResult_t finishConnect(tcclComm& comm, Connector& c) override;
+  tcclResult_t setup(CommContext& comm, Connector& c, ConnectInfo* info) override;
+  tcclResult_t connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) override;
+  tcclResult_t finishConnect(CommContext& comm, Connector& c) override;
   void free(Connector& c) override;
   bool needsProxy() const override { return true; }
-  tcclResult_t progress(tcclComm& comm, Connector& c, bool* didWork) override;
+  tcclResult_t progress(CommContext& comm, Connector& c, bool* didWork) override;
   int pollFd(const Connector& c, short* events) const override;
   int pollWithinUs(const Connector& c) const override;
 
@@ -74,11 +74,11 @@ class NetTransportSend : public TransportComm {
 class NetTransportRecv : public TransportComm {
  public:
   explicit NetTransportRecv(Net& net) : net_(net) {}
-  tcclResult_t setup(tcclComm& comm, Connector& c, ConnectInfo* info) override;
-  tcclResult_t connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) override;
+  tcclResult_t setup(CommContext& comm, Connector& c, ConnectInfo* info) override;
+  tcclResult_t connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) override;
   void free(Connector& c) override;
   bool needsProxy() const override { return true; }
-  tcclResult_t progress(tcclComm& comm, Connector& c, bool* didWork) override;
+  tcclResult_t progress(CommContext& comm, Connector& c, bool* didWork) override;
   int pollFd(const Connector& c, short* events) const override;
   int pollWithinUs(const Connector& c) const override;
 
@@ -94,7 +94,7 @@ class NetTransport : public Transport {
       : net_(net), bit_(bit), name_(std::string("NET/") + net.name()), send_(net), recv_(net) {}
   const char* name() const override { return name_.c_str(); }
   /// Any peer that has this Net too (the list puts the network last).
-  bool canConnect(const tcclComm& comm, const PeerInfo& peer, bool) const override;
+  bool canConnect(const CommContext& comm, const PeerInfo& peer, bool) const override;
   TransportComm& send() override { return send_; }
   TransportComm& recv() override { return recv_; }
 

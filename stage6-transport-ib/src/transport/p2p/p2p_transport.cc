@@ -13,7 +13,7 @@
 
 #include <unistd.h>
 
-#include "comm.h"
+#include "comm_context.h"
 
 TCCL_PARAM(P2pDisable, "P2P_DISABLE", 0)
 
@@ -35,7 +35,7 @@ P2pResources& res(Connector& c) { return *static_cast<P2pResources*>(c.resources
 
 }  // namespace
 
-bool P2pTransport::canConnect(const tcclComm& comm, const PeerInfo& peer, bool forDevice) const {
+bool P2pTransport::canConnect(const CommContext& comm, const PeerInfo& peer, bool forDevice) const {
   if (!forDevice || tcclParamP2pDisable() != 0) return false;
   const PeerInfo& me = comm.peers[comm.rank];
   if (me.hostHash != peer.hostHash || comm.cudaDev < 0 || peer.cudaDev < 0) return false;
@@ -51,7 +51,7 @@ bool P2pTransport::canConnect(const tcclComm& comm, const PeerInfo& peer, bool f
 
 // ---- Receive side: owns the FIFO block --------------------------------------------------------
 
-tcclResult_t P2pRecvComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info) {
+tcclResult_t P2pRecvComm::setup(CommContext& comm, Connector& c, ConnectInfo* info) {
   TCCL_CHECK(allocConnInfo(c));
   c.resources = std::make_unique<P2pResources>();
   P2pResources& r = res(c);
@@ -69,7 +69,7 @@ tcclResult_t P2pRecvComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info)
   return tcclSuccess;
 }
 
-tcclResult_t P2pRecvComm::connect(tcclComm&, Connector& c, const ConnectInfo& peerInfo) {
+tcclResult_t P2pRecvComm::connect(CommContext&, Connector& c, const ConnectInfo& peerInfo) {
   P2pSendInfo peer;
   TCCL_CHECK(unpackInfo(TransportId::kP2p, peerInfo, &peer));
   if (peer.stepBytes != c.conn->stepBytes || peer.rank != c.peer) {
@@ -87,7 +87,7 @@ void P2pRecvComm::free(Connector& c) {
 
 // ---- Send side: maps the receiver's block ------------------------------------------------------
 
-tcclResult_t P2pSendComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info) {
+tcclResult_t P2pSendComm::setup(CommContext& comm, Connector& c, ConnectInfo* info) {
   TCCL_CHECK(allocConnInfo(c));
   c.resources = std::make_unique<P2pResources>();
   P2pSendInfo mine{c.conn->stepBytes, comm.rank, int32_t(getpid())};
@@ -95,7 +95,7 @@ tcclResult_t P2pSendComm::setup(tcclComm& comm, Connector& c, ConnectInfo* info)
   return tcclSuccess;
 }
 
-tcclResult_t P2pSendComm::connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) {
+tcclResult_t P2pSendComm::connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) {
   P2pRecvInfo peer;
   TCCL_CHECK(unpackInfo(TransportId::kP2p, peerInfo, &peer));
   if (peer.stepBytes != c.conn->stepBytes || peer.rank != c.peer) {

@@ -61,15 +61,15 @@ struct P2pSendInfo {
 
 class P2pSendComm : public TransportComm {
  public:
-  tcclResult_t setup(tcclComm& comm, Connector& c, ConnectInfo* info) override;
-  tcclResult_t connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) override;
+  tcclResult_t setup(CommContext& comm, Connector& c, ConnectInfo* info) override;
+  tcclResult_t connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) override;
   void free(Connector& c) override;
 };
 
 class P2pRecvComm : public TransportComm {
  public:
-  tcclResult_t setup(tcclComm& comm, Connector& c, ConnectInfo* info) override;
-  tcclResult_t connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) override;
+  tcclResult_t setup(CommContext& comm, Connector& c, ConnectInfo* info) override;
+  tcclResult_t connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) override;
   void free(Connector& c) override;
 };
 
@@ -79,7 +79,7 @@ class P2pTransport : public Transport {
   bool hasLL() const override { return true; }
   /// A connector for kernels, both ranks on one host with a GPU each, and our GPU can write
   /// into the peer's (the same GPU, or peer access); TCCL_P2P_DISABLE unset.
-  bool canConnect(const tcclComm& comm, const PeerInfo& peer, bool forDevice) const override;
+  bool canConnect(const CommContext& comm, const PeerInfo& peer, bool forDevice) const override;
   TransportComm& send() override { return send_; }
   TransportComm& recv() override { return recv_; }
 

@@ -61,15 +61,15 @@ struct ShmHello {
 
 class ShmSendComm : public TransportComm {
  public:
-  tcclResult_t setup(tcclComm& comm, Connector& c, ConnectInfo* info) override;
-  tcclResult_t connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) override;
+  tcclResult_t setup(CommContext& comm, Connector& c, ConnectInfo* info) override;
+  tcclResult_t connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) override;
   void free(Connector& c) override;
 };
 
 class ShmRecvComm : public TransportComm {
  public:
-  tcclResult_t setup(tcclComm& comm, Connector& c, ConnectInfo* info) override;
-  tcclResult_t connect(tcclComm& comm, Connector& c, const ConnectInfo& peerInfo) override;
+  tcclResult_t setup(CommContext& comm, Connector& c, ConnectInfo* info) override;
+  tcclResult_t connect(CommContext& comm, Connector& c, const ConnectInfo& peerInfo) override;
   void free(Connector& c) override;
 };
 
@@ -78,7 +78,7 @@ class ShmTransport : public Transport {
   const char* name() const override { return "SHM"; }
   bool hasLL() const override { return true; }
   /// Same host (and TCCL_SHM_DISABLE unset).
-  bool canConnect(const tcclComm& comm, const PeerInfo& peer, bool forDevice) const override;
+  bool canConnect(const CommContext& comm, const PeerInfo& peer, bool forDevice) const override;
   TransportComm& send() override { return send_; }
   TransportComm& recv() override { return recv_; }
 

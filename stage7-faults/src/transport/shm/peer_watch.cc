@@ -15,7 +15,7 @@
 
 #include <cstdio>
 
-#include "comm.h"
+#include "comm_context.h"
 #include "core.h"
 
 namespace tccl {

@@ -32,15 +32,16 @@
 #include "device/fifo.h"
 #include "host_backend.h"
 
-struct tcclComm;
 
 namespace tccl {
+
+struct CommContext;
 
 class PeerWatch : public PeerCheck {
  public:
   /// Stage 7: `comm` (may be null) fails as a whole when a peer dies (setError), so every
   /// call waiting on it returns tcclRemoteError, not only one that waits on the dead peer.
-  explicit PeerWatch(tcclComm* comm = nullptr) : comm_(comm) {}
+  explicit PeerWatch(CommContext* comm = nullptr) : comm_(comm) {}
   ~PeerWatch() override;
   /// Watches process `pid` (rank `rank`); `fifo` is shared with it.
   void watch(int rank, pid_t pid, ConnFifo* fifo);
@@ -55,7 +56,7 @@ class PeerWatch : public PeerCheck {
     bool dead;
     std::vector<ConnFifo*> fifos;
   };
-  tcclComm* comm_;    // stage 7
+  CommContext* comm_;  // stage 7
   std::mutex mutex_;  // pool threads of one communicator may check at the same time
   std::vector<Peer> peers_;
 };

@@ -1,0 +1,57 @@
+/*
+ * launch_state.h: what running a plan needs beyond the context.
+ *
+ * What it is: the part of a communicator that the group launch and the executors drive: the
+ * engines that move data (the proxy thread for network connectors, the host worker pool) and
+ * the chain of GPU launches that keeps a communicator's operations in issue order. The
+ * executors receive a CommContext and a LaunchState, never the whole communicator.
+ *
+ * Invariants:
+ *  - Every GPU launch waits for lastLaunch and then records it, so operations stay in issue
+ *    order even when the user switches streams; host operations wait for it first.
+ *  - The proxy and the pool are created on first use and live until the communicator is
+ *    freed (comm.cc stops the proxy before it frees the connectors it progresses).
+ *
+ * NCCL counterpart: ncclComm's proxyState and the kernel-launch fields of ncclComm
+ * (src/include/comm.h); NCCL has no host worker pool.
+ * Added in: stage 1.
+ */
+#ifndef TCCL_LAUNCH_STATE_H_
+#define TCCL_LAUNCH_STATE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core.h"
+
+namespace tccl {
+
+struct CudaEvent;
+class Fiber;
+class Proxy;
+class WorkerPool;
+struct CommContext;
+
+struct LaunchState {
+  LaunchState();
+  ~LaunchState();  // comm.cc, where Proxy and WorkerPool are complete
+
+  std::unique_ptr<Proxy> proxy;         // started by ensureProxy (network connectors only)
+  std::unique_ptr<WorkerPool> workers;  // the host executor's threads, made by the first batch
+  std::vector<std::unique_ptr<Fiber>> fibers;  // host items run on the caller (fiber.h, stage 3)
+
+  CudaEvent* lastLaunch = nullptr;  // recorded after every GPU launch (GPU communicators)
+  bool haveLaunched = false;
+
+  // Operations issued so far, in issue order (their sequence numbers in traces).
+  uint64_t opCount = 0;
+
+  /// Starts the proxy thread on first use (a communicator that never talks over the network,
+  /// e.g. one rank, never has one).
+  tcclResult_t ensureProxy(CommContext& ctx);
+};
+
+}  // namespace tccl
+
+#endif  // TCCL_LAUNCH_STATE_H_
