@@ -69,7 +69,7 @@ tcclResult_t finishHostBatch(CommContext* comm, LaunchState& launch, const WorkB
 tcclResult_t launchGpuBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
                             cudaStream_t stream);
 
-/// Step timeline, GPU side (kernel.cu): measures how the GPU's %globaltimer relates to the
+/// Step timeline, GPU side (executor_gpu.cu): measures how the GPU's %globaltimer relates to the
 /// host's clock (host = gpu + *offsetNs; the sample was read within +-*errNs).
 tcclResult_t traceCalibrateGpuClock(int64_t* offsetNs, int64_t* errNs);
 

@@ -60,8 +60,9 @@ struct CommContext {
   std::unique_ptr<Bootstrap> bootstrap;
   std::vector<PeerInfo> peers;
 
-  // Tuning (algo_mask.h and tuning.h, stage 3): what TCCL_ALGO allows per collective; the cost model's device
-  // row (every rank has a GPU); more ranks on this host than cores (host_backend.h).
+  // Tuning (algo_mask.h and tuning.h, stage 3): what TCCL_ALGO allows per collective; the
+  // cost model's device row (every rank has a GPU); more ranks on this host than cores
+  // (host_backend.h).
   AlgoMask algoMask;
   bool tuneDevice = false;
   bool oversubscribed = false;

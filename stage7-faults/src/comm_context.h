@@ -68,15 +68,16 @@ struct CommContext {
   std::unique_ptr<Bootstrap> bootstrap;
   std::vector<PeerInfo> peers;
 
-  // Tuning (algo_mask.h and tuning.h, stage 3): what TCCL_ALGO allows per collective; the cost model's device
-  // row (every rank has a GPU); more ranks on this host than cores (host_backend.h).
+  // Tuning (algo_mask.h and tuning.h, stage 3): what TCCL_ALGO allows per collective; the
+  // cost model's device row (every rank has a GPU); more ranks on this host than cores
+  // (host_backend.h).
   AlgoMask algoMask;
   bool tuneDevice = false;
   bool oversubscribed = false;
   // Stage 5: what TCCL_PROTO allows per collective; whether kernels may run LL (every rank's
   // kernels reach every peer over P2P or SHM; set at init by tuningCheckPeers from every
   // rank's answer); the most ranks of this communicator sharing one GPU; the kernel blocks
-  // this rank's GPU holds at once (kernel.cu; 0: not measured yet).
+  // this rank's GPU holds at once (executor_gpu.cu; 0: not measured yet).
   ProtoMask protoMask;
   bool llAvailable = false;
   int ranksPerGpu = 1;

@@ -21,7 +21,7 @@
  * planning, connecting, and for host buffers moving the data), and "completed" when the call
  * returns -- unless the call launched kernels: then it is "scheduled" (queued on the GPU) and
  * "completed" once the communicator's launch event, recorded after those kernels, has fired
- * (the watchdog looks; kernel.cu counts the launches, so one event tells about them all).
+ * (the watchdog looks; executor_gpu.cu counts the launches, so one event tells about them all).
  * An operation whose call returned an error is "completed" with that result in its "tccl"
  * fields; one still running when a dump is written shows "started" or "scheduled".
  *

@@ -220,7 +220,7 @@ tcclResult_t launchGroup(std::vector<CommTasks>& comms) {
     plans[i].tasks = &comms[i];
     bool moves = false;
     TCCL_CHECK(classifyMemory(comm, comms[i], &plans[i].onDevice, &moves));
-    // Stage 5: device work may be captured into a CUDA graph (kernel.cu says what changes);
+    // Stage 5: device work may be captured into a CUDA graph (executor_gpu.cu says what changes);
     // host buffers cannot be (host threads move them now, not at each replay). A group that
     // moves nothing runs nothing, and may be captured.
     if (comm->cudaDev >= 0) TCCL_CHECK(streamIsCapturing(comms[i].stream, &plans[i].capturing));

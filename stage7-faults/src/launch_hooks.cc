@@ -124,7 +124,7 @@ tcclResult_t groupLaunch(std::vector<CommTasks>& comms) {
     const FrSpan& sp = spans[i];
     if (!sp.any) continue;
     FlightRecorder& fr = commRecorder(comms[i].comm);
-    // Kernels launched (kernel.cu counts them): the operations complete with that launch.
+    // Kernels launched (executor_gpu.cu counts them): the operations complete with that launch.
     // Otherwise they are over now: host buffers moved, nothing to move, captured into a
     // graph (which runs later, as the graph's replays), or failed.
     const uint64_t launches = commLaunch(comms[i].comm).launches.load(std::memory_order_relaxed);

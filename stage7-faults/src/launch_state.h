@@ -49,10 +49,11 @@ struct LaunchState {
   // and skips the wait (a microsecond of host time).
   unsigned long long lastStreamId = 0;
   bool lastStreamKnown = false;
-  // Stage 7: launches so far, counted just after each one's event is recorded (kernel.cu):
-  // the flight recorder remembers, per device operation, the count its launch made.
+  // Stage 7: launches so far, counted just after each one's event is recorded
+  // (executor_gpu.cu): the flight recorder remembers, per device operation, the count its
+  // launch made.
   std::atomic<uint64_t> launches{0};
-  // Stage 7: lastLaunch rotates through these events, one launch each (kernel.cu), and
+  // Stage 7: lastLaunch rotates through these events, one launch each (executor_gpu.cu), and
   // launchOf[i] is the launch count event i was last recorded for. With one event the
   // watchdog learned nothing of a launch once the next was recorded (the first of two
   // launches in a row looked pending for as long as the second ran, and took the blame

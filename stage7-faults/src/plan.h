@@ -34,7 +34,7 @@ struct CommContext;
 /// A rank's copy to itself on the GPU (stage 5): a one-rank collective, or a send to oneself
 /// matched with a receive from oneself. The GPU executor hands a large one to the copy engine
 /// (cudaMemcpyAsync), which copies at the device's full rate, where a thread block does not,
-/// and a small one to a copy kernel, whose launch costs the host less (device/kernel.cu).
+/// and a small one to a copy kernel, whose launch costs the host less (executor_gpu.cu).
 struct DeviceCopy {
   const void* src;
   void* dst;
@@ -47,7 +47,7 @@ struct DeviceCopy {
 /// 512-thread blocks take an SM each (they use more than 64 registers a thread), and an H100
 /// SXM has 132 SMs. plan_p2p.cc sizes the parts of large messages from this number (the
 /// same on every rank); the launcher caps a p2p kernel at the rank's share of what its GPU
-/// really holds (kernel.cu, residentBlocks), and a batch with more items than blocks runs
+/// really holds (executor_gpu.cu, residentBlocks), and a batch with more items than blocks runs
 /// them in turns (device/kernel_entry.cuh).
 constexpr int kP2pBlockBudget = 128;
 

@@ -139,7 +139,7 @@ void Watchdog::loop() {
 }
 
 void Watchdog::pollDevice() {
-  // Each event of the ring: its label first, then the event (kernel.cu records before it
+  // Each event of the ring: its label first, then the event (executor_gpu.cu records before it
   // labels, so a fired event covers at least the launch its label names). The newest fired
   // one says how far the GPU has got.
   uint64_t done = 0;

@@ -12,9 +12,11 @@
  *                         generated unit N)    element type N (a tcclDataType_t), on every
  *                                              algorithm, with every reduction; and the rest
  *
- * The launcher (kernel.cu) sends a batch with no reducing collective to the base kernel, and
- * one with reducing collectives to the kernel of each type it holds, one launch per type in
- * a fixed order; the copying collectives run in the first of those launches only.
+ * The launcher (executor_gpu.cu) sends a batch with no reducing collective to the base
+ * kernel, and one with reducing collectives to the kernel of each type it holds, one launch
+ * per type in a fixed order; the copying collectives run in the first of those launches only.
+ * The clock kernel (the step timeline) and the copy kernel (a rank's small copies to itself)
+ * are declared here too.
  *
  * Why: ptxas compiles one translation unit on one core, and its time grows faster than the
  * code: in one unit, the kernel with every type (ten types, six reductions, ring, trees and
@@ -32,7 +34,7 @@
  * NCCL counterpart: src/device/generate.py (one .cu file per collective, reduction, type,
  * algorithm and protocol; NCCL links them with -rdc into one table, tccl keeps whole-program
  * kernels instead, whose registers ptxas allocates knowing the block size).
- * Added in: stage 5.
+ * Added in: stage 1 (the declarations); the per-type kernels and their body in stage 5.
  */
 #ifndef TCCL_DEVICE_KERNEL_ENTRY_CUH_
 #define TCCL_DEVICE_KERNEL_ENTRY_CUH_
@@ -94,6 +96,23 @@ TCCL_DECLARE_TYPED_KERNEL(7);
 TCCL_DECLARE_TYPED_KERNEL(8);
 TCCL_DECLARE_TYPED_KERNEL(9);
 constexpr int kNumDevTypes = 10;
+
+__global__ void tcclClockKernel(volatile uint64_t* now, const volatile uint32_t* stop);
+
+/// Stage 5: a rank's small copies to itself (one-rank collectives, sends to oneself), in one
+/// launch, one block each. Below kKernelCopyMaxBytes a kernel launch costs the host less than
+/// the copy engine's cudaMemcpyAsync, and moves a few KiB in about a microsecond.
+constexpr size_t kKernelCopyMaxBytes = 64 << 10;
+struct KernelCopies {
+  static constexpr int kMax = 16;
+  int32_t n;
+  struct {
+    const uint8_t* src;
+    uint8_t* dst;
+    uint64_t bytes;
+  } c[kMax];
+};
+__global__ void __launch_bounds__(kThreads) tcclCopyKernel(const __grid_constant__ KernelCopies k);
 
 }  // namespace tccl
 
