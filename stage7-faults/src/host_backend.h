@@ -27,6 +27,7 @@
 #include "device/fifo.h"
 #include "device/reduce_copy.h"
 #include "device/trace_record.h"
+#include "device/work.h"
 #include "progress_signal.h"
 #include "tccl/common/trace.h"
 
@@ -88,7 +89,7 @@ struct HostBackend {
   static constexpr bool kDirect = true;
   /// Runs the reducing collectives of every element type (stage 5: each GPU kernel runs
   /// one type's, see device/kernel_entry.cuh), and the copying ones.
-  static constexpr int kReducingType = -1;  // kEveryType (device/ring_dispatch.h)
+  static constexpr ReducingTypes kReducing = ReducingTypes::kEvery;  // device/work.h
   /// Stage 5: the LL protocol is the kernels' (device/prims_ll.h); host steps are Simple.
   static constexpr bool kHasLL = false;
   static constexpr bool kP2pLL = false;

@@ -30,7 +30,7 @@ struct DeviceBackend {
   /// Stage 5: which element type's reducing collectives this kernel runs. Each type has a
   /// kernel of its own, compiled in a translation unit of its own (device/kernel_entry.cuh
   /// says why); this one, the base kernel's, runs none: only copies and send/recv.
-  static constexpr int kReducingType = -2;  // kNoType (device/ring_dispatch.h)
+  static constexpr ReducingTypes kReducing = ReducingTypes::kNone;  // device/work.h
   /// Stage 5: kernels run the LL protocol too (device/prims_ll.h); the host executor does not.
   static constexpr bool kHasLL = true;
   /// Stage 5: send/recv on LL too (not in the base kernel for batches without LL, below).
@@ -223,7 +223,8 @@ struct SimpleP2pDeviceBackend : DeviceBackend {
 /// collectives are that type's.
 template <int DType>
 struct TypedDeviceBackend : DeviceBackend {
-  static constexpr int kReducingType = DType;
+  static constexpr ReducingTypes kReducing = ReducingTypes::kOne;
+  static constexpr int kReducingDType = DType;
 };
 
 }  // namespace tccl

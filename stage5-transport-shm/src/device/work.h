@@ -62,6 +62,12 @@ enum class WorkKind : uint8_t {
 /// or LL (flagged lines, no fence: device/prims_ll.h), as NCCL_PROTO_SIMPLE / NCCL_PROTO_LL.
 enum WorkProto : uint8_t { kProtoSimple = 0, kProtoLL = 1 };
 
+/// Which reducing collectives an executor runs (stage 5; Backend::kReducing, read by
+/// device/coll_dispatch.h): those of every element type (the host), of one element type,
+/// Backend::kReducingDType (each GPU kernel, device/kernel_entry.cuh), or none (the GPU's base
+/// kernel).
+enum class ReducingTypes : uint8_t { kEvery, kOne, kNone };
+
 /// One operation.
 struct WorkElem {
   WorkFunc func;

@@ -7,7 +7,7 @@
  * those of type N (device/kernel_entry.cuh says why the kernel is cut this way). A PTX-only
  * build, where no ptxas runs, includes it ten times from one unit (device/kernel_types.cu).
  *
- * Invariants: TCCL_DEVICE_DTYPE names the unit's type; DevType (ring_dispatch.h) maps it to
+ * Invariants: TCCL_DEVICE_DTYPE names the unit's type; DevType (coll_dispatch.h) maps it to
  * the same C++ type the host executor uses for that value.
  *
  * NCCL counterpart: the .cu files that src/device/generate.py writes.
