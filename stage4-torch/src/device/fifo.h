@@ -101,10 +101,6 @@ struct ConnInfo {
   int32_t channel;     // step traces (trace.h)
 };
 
-/// The most connections a primitive serves on one side: a tree node receives from and sends
-/// to two children (stage 3), as NCCL's Primitives' MaxRecv / MaxSend.
-constexpr int kMaxFan = 2;
-
 // ---- Memory ordering helpers ---------------------------------------------------------------
 // The counters are read by another agent (the proxy thread, a GPU, a peer): a producer must
 // make its slot writes visible before the counter moves (release), and a consumer must not read

@@ -119,10 +119,6 @@ struct ConnInfo {
   uint64_t headSeen;
 };
 
-/// The most connections a primitive serves on one side: a tree node receives from and sends
-/// to two children (stage 3), as NCCL's Primitives' MaxRecv / MaxSend.
-constexpr int kMaxFan = 2;
-
 // ---- The LL protocol's slots (stage 5; device/prims_ll.h runs them) --------------------------
 // A slot is kLLDataLines lines of 16 bytes, each carrying 8 bytes of data and two copies of a
 // 32-bit flag, plus one header line that carries the step's byte count. A line is valid when
@@ -200,12 +196,6 @@ TCCL_HOST_DEVICE inline void llCleanLines(LLLine* slot, int from, int to, uint32
 #else
   for (int i = from; i < to; i++) llStoreLine(slot + i, 0, flag);
 #endif
-}
-/// The cleanup on a Simple step. LL and Simple steps share the connection's step counter, so
-/// a step at which the cleanup is due may be a Simple one; its LL slot is cleaned all the same
-/// (every line gets the step's flag), or a slot could go a whole flag period unwritten.
-TCCL_HOST_DEVICE inline void llCleanSimpleStep(const ConnInfo* c, uint64_t step) {
-  if (c->llBuff && llCleanStep(step)) llCleanLines(llSlot(c, step), 0, kLLSlotLines, llFlag(step));
 }
 
 // ---- Memory ordering helpers ---------------------------------------------------------------

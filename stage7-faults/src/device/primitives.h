@@ -15,21 +15,22 @@
  * (+) is the functor's op; the rank's own input (src) goes through its pre() as it enters, and
  * the two calls that can produce a final result take `postOp` to apply post() to it.
  *
- * Fan-in and fan-out (stage 3): a binary tree node receives from two children and sends to
- * two. Built with up to kMaxFan receive and send connections, the same calls reduce every
- * received slot into the result (prev[0] (+) prev[1] (+) src) and send it to every peer, as
- * NCCL's Primitives do over their recvPeers/sendPeers arrays. Each further received slot joins
- * the result in a pass of its own through reduceCopy with chained(fn) (pre() must not run
- * twice), and each further send slot is filled from the result.
+ * Fan-in and fan-out of two (stage 3): a binary tree node receives from two children and sends
+ * to two. Built with a second receive and/or send connection, the same calls reduce both
+ * received slots into the result (prev and prev2 (+) src) and send it to both (next and next2),
+ * as NCCL's Primitives do over their recvPeers/sendPeers arrays. The second slot joins the
+ * result in a second pass through reduceCopy with chained(fn) (pre() must not run twice), and the
+ * second send slot is filled from the first result; such calls never go direct.
  *
  * Each call cuts its n elements into FIFO steps (stepBytes each) and, per step, waits for the
  * slot, runs reduceCopy over it, and posts the counter. The same code runs on the host (one
  * thread) and on the GPU (one thread block): the Backend supplies waiting, posting and the
  * reduceCopy loop (host_backend.h, device_backend.cuh).
  *
- * On the host, over a transport with a proxy, steps go direct where they can: the backend's
- * policy (Backend::Direct, device/direct.h) says which steps the proxy moves from or into the
- * user's buffer; in a kernel it says "none" at compile time.
+ * On the host, over a transport with a proxy, steps go direct where they can (fifo.h): a plain
+ * send lends src to the proxy, a call with a dst and a send lends dst once the step's result is
+ * written there (one write instead of two), and a receive without a reduction (recv,
+ * recvCopySend) pre-posts dst, so a forwarded step goes from socket to dst to socket untouched.
  *
  * With TCCL_TRACE_FILE set, each call and each of its steps leaves a record (device/trace_record.h):
  * the waits, the copy or reduction, the call as a whole with the chunk index the algorithm
@@ -43,9 +44,9 @@
  *
  * NCCL counterpart: src/device/primitives.h, src/device/prims_simple.h (genericOp, waitPeer,
  * postPeer).
- * Added in: stage 1; direct steps (device/direct.h) and fan-in and fan-out in stage 3; in
- * stage 5 the calls moved to device/prim_calls.h (shared with the LL protocol's primitives),
- * and the LL slots' cleanup.
+ * Added in: stage 1; direct steps and fan-in and fan-out of two in stage 3; in stage 5 the
+ * calls moved to device/prim_calls.h (shared with the LL protocol's primitives), and the LL
+ * slots' cleanup.
  */
 #ifndef TCCL_DEVICE_PRIMITIVES_H_
 #define TCCL_DEVICE_PRIMITIVES_H_
@@ -70,31 +71,35 @@ class Primitives : public PrimitiveCalls<Primitives<T, Fn, Backend>, T> {
 
  public:
   /// recvConn2 / sendConn2 (stage 3): a second peer on each side (a tree node's children).
-  /// Null connections are left out: the first non-null one on a side is that side's peer 0.
   TCCL_HOST_DEVICE Primitives(Backend& be, ConnInfo* recvConn, ConnInfo* sendConn, Fn fn = Fn(),
                               ConnInfo* recvConn2 = nullptr, ConnInfo* sendConn2 = nullptr)
-      : be_(be), fn_(fn) {
-    if (recvConn) recv_[nRecv_++] = recvConn;
-    if (recvConn2) recv_[nRecv_++] = recvConn2;
-    if (sendConn) send_[nSend_++] = sendConn;
-    if (sendConn2) send_[nSend_++] = sendConn2;
+      : be_(be), recv_(recvConn ? recvConn : recvConn2), send_(sendConn ? sendConn : sendConn2),
+        recv2_(recvConn ? recvConn2 : nullptr), send2_(sendConn ? sendConn2 : nullptr), fn_(fn) {
     // Every thread reads the persistent step counters; nobody writes them until finish().
-    for (int i = 0; i < nRecv_; i++) recvStep_[i] = recv_[i]->step;
-    for (int i = 0; i < nSend_; i++) sendStep_[i] = send_[i]->step;
+    if (recv_) recvStep_ = recv_->step;
+    if (send_) sendStep_ = send_->step;
+    if (recv2_) recvStep2_ = recv2_->step;
+    if (send2_) sendStep2_ = send2_->step;
     if (be_.tracing()) {  // who is at the ends, for the records (trace.h)
-      recvPeer_ = nRecv_ ? int16_t(recv_[0]->peer) : -1;
-      sendPeer_ = nSend_ ? int16_t(send_[0]->peer) : -1;
-      channel_ = int16_t(nRecv_ ? recv_[0]->channel : nSend_ ? send_[0]->channel : 0);
+      recvPeer_ = recv_ ? int16_t(recv_->peer) : -1;
+      sendPeer_ = send_ ? int16_t(send_->peer) : -1;
+      recvPeer2_ = recv2_ ? int16_t(recv2_->peer) : -1;
+      sendPeer2_ = send2_ ? int16_t(send2_->peer) : -1;
+      channel_ = int16_t(recv_ ? recv_->channel : send_ ? send_->channel : 0);
     }
   }
 
   /// Announces that a receive of n elements on the receive connection follows, before a send
-  /// that the peer answers with its own send (an exchange, device/rec_doubling.h); the
-  /// backend's direct policy decides what that allows (device/direct.h). Stage 3.
+  /// that the peer answers with its own send (an exchange, device/rec_doubling.h): on the host
+  /// the proxy may then stage those steps as they arrive, so that neither side's send waits
+  /// on a socket the other side has not drained (MPI_Irecv before MPI_Send). Kernels never
+  /// stage by permission (fifo.h), so this is a no-op there. Stage 3.
   TCCL_HOST_DEVICE void prepostRecv(size_t n) {
-    if (nRecv_ == 0) return;
-    const size_t stepElems = recv_[0]->stepBytes / sizeof(T);
-    Direct::prepostRecv(recv_[0], recvStep_[0], (n + stepElems - 1) / stepElems);
+    if (!Backend::kDirect || recv_ == nullptr || !recv_->direct || n == 0) return;
+    const size_t stepElems = recv_->stepBytes / sizeof(T);
+    const uint64_t end = recvStep_ + (n + stepElems - 1) / stepElems;
+    const uint64_t ahead = recvStep_ + kNSteps;  // the FIFO holds no more than this
+    allowStaging(recv_->fifo, ahead < end ? ahead : end);
   }
 
   /// Writes the step counters back so the next operation on these connections continues
@@ -104,101 +109,187 @@ class Primitives : public PrimitiveCalls<Primitives<T, Fn, Backend>, T> {
     // Every thread writes the same values: a thread that goes on to another primitives object
     // on these connections in this kernel (the next collective of an item) reads its own
     // write, where a write by the leader alone might not yet be visible to it.
-    for (int i = 0; i < nRecv_; i++) recv_[i]->step = recvStep_[i];
-    for (int i = 0; i < nSend_; i++) send_[i]->step = sendStep_[i];
+    if (recv_) recv_->step = recvStep_;
+    if (send_) send_->step = sendStep_;
+    if (recv2_) recv2_->step = recvStep2_;
+    if (send2_) send2_->step = sendStep2_;
     return status_;
   }
 
   TCCL_HOST_DEVICE uint32_t status() const { return status_; }
 
  private:
-  using Direct = typename Backend::Direct;
-
-  /// The one loop behind every primitive (NCCL's genericOp): per FIFO step, wait for every
-  /// peer, move the data, post every peer. `src` and `dst` are the user-side input and output
-  /// (either may be null); doRecv/doSend say whether the FIFOs take part. With a received slot
-  /// and a src, the two are combined with fn_; postOp applies post(). `prim` names the call in
-  /// the step timeline.
+  /// The one loop behind every primitive (NCCL's genericOp). `src` and `dst` are the user-side
+  /// input and output (either may be null); doRecv/doSend say whether the FIFOs take part.
+  /// With a received slot and a src, the two are combined with fn_; postOp applies post().
+  /// `prim` names the call in the step timeline.
   TCCL_HOST_DEVICE TCCL_NOINLINE bool op(TraceWhat prim, const T* src, T* dst, size_t n,
                                          bool doRecv, bool doSend, bool postOp) {
     if (status_ != kWorkOk) return false;
     const uint64_t tCall = be_.traceNow();  // 0 when tracing is off (then nothing is recorded)
-    const int nRecv = doRecv ? nRecv_ : 0, nSend = doSend ? nSend_ : 0;
-    ConnInfo* c = nSend ? send_[0] : nRecv ? recv_[0] : nullptr;
+    ConnInfo* c = doSend ? send_ : recv_;
     const size_t stepElems = (c ? c->stepBytes : n * sizeof(T)) / sizeof(T);
-    Direct direct(Fn::kPlain, src, dst, recv_, recvStep_, nRecv, send_, nSend,
-                  (n + stepElems - 1) / stepElems);
+    // A second peer on a side that takes part (stage 3): the call reads or fills two slots.
+    const bool fanIn = doRecv && recv2_ != nullptr;
+    const bool fanOut = doSend && send2_ != nullptr;
+    // Direct mode (fifo.h) for a pure send or a pure receive of plain data on the host.
+    const bool directSend = Backend::kDirect && Fn::kPlain && doSend && !doRecv && src && !dst &&
+                            send_->direct && !fanOut;
+    // The step's result is written to dst anyway and is also what goes to the next rank: lend
+    // dst to the proxy instead of writing the same bytes a second time into the send slot.
+    const bool sendFromDst = Backend::kDirect && doSend && dst && send_->direct && !fanOut;
+    // A receive without a reduction lands in dst directly; when it also sends (recvCopySend)
+    // the send then lends dst, so a forwarded step is never copied in user space at all. (Only
+    // with a lending send: a slot-reading send would need a copy of what landed.)
+    const bool directRecv = Backend::kDirect && doRecv && !src && dst && recv_->direct &&
+                            (!doSend || sendFromDst) && !fanIn;
+    RecvOffers offers{recvStep_};  // a direct receive's offers (fifo.h)
+    // Any other receive on the host reads the slot: steps up to this call's last may be staged.
+    const bool stagedRecv = Backend::kDirect && doRecv && !directRecv && recv_->direct;
+    const bool stagedRecv2 = Backend::kDirect && fanIn && recv2_->direct;
+    const uint64_t endStep = recvStep_ + (n + stepElems - 1) / stepElems;  // this call's last + 1
+    const uint64_t endStep2 = recvStep2_ + (n + stepElems - 1) / stepElems;
     for (size_t off = 0; off < n; off += stepElems) {
       const size_t m = (n - off < stepElems) ? n - off : stepElems;
-      const int64_t bytes = int64_t(m * sizeof(T));
-      const T* in = src ? src + off : nullptr;  // this step's piece of the user's buffers
-      T* out = dst ? dst + off : nullptr;
-      const T* recvSlot[kMaxFan] = {};
-      T* sendSlot[kMaxFan] = {};
+      const T* recvSlot = nullptr;
+      T* sendSlot = nullptr;
       bool landed = false;  // a direct receive: the proxy wrote straight into dst
       uint64_t t = be_.traceNow();
-      // Step 1: wait. Consumer: until the producer has published this step.
-      for (int i = 0; i < nRecv; i++) {
-        ConnInfo* r = recv_[i];
-        const int slot = int(recvStep_[i] % kNSteps);
-        landed |= direct.beforeRecvWait(i, recvStep_[i], (char*)dst, n * sizeof(T));
-        if (!be_.waitAtLeast(&r->fifo->tail, recvStep_[i] + 1, &r->fifo->closed)) {
-          return fail(loadFlag(&r->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
+      if (doRecv) {
+        const int slot = int(recvStep_ % kNSteps);
+        if (directRecv) {
+          // Pre-post receives, as MPI does: offer every step of this call that fits in the
+          // FIFO (the slots of steps below recvStep_ + kNSteps are all consumed), so bytes
+          // that arrive while this thread is away still land in dst instead of a slot.
+          offers.offerUpTo(recv_->fifo, stepElems * sizeof(T), reinterpret_cast<char*>(dst),
+                           n * sizeof(T), recvStep_ + kNSteps);
+          landed = offers.landed(recvStep_);
         }
-        traceStep(i, TraceWhat::kWaitRecv, t, recvStep_[i], kTraceNoStep, 0);
+        if (stagedRecv) {
+          const uint64_t ahead = recvStep_ + kNSteps;  // the FIFO holds no more than this
+          allowStaging(recv_->fifo, ahead < endStep ? ahead : endStep);
+        }
+        // >>> exercise 1.1: the consumer's wait and size check
+        // Protocol step 1 (consumer): wait until the producer has published this step.
+        if (!be_.waitAtLeast(&recv_->fifo->tail, recvStep_ + 1, &recv_->fifo->closed)) {
+          return fail(loadFlag(&recv_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
+        }
+        traceStep(TraceWhat::kWaitRecv, t, recvStep_, kTraceNoStep, 0);
         t = be_.traceNow();
         // The size was written before tail (release) and tail was read with acquire: it is
         // the producer's value for this step.
-        if (r->fifo->sizes[slot] != bytes) return fail(kWorkSizeMismatch);
-        recvSlot[i] = reinterpret_cast<const T*>(r->buff + slot * r->stepBytes);
+        if (recv_->fifo->sizes[slot] != int64_t(m * sizeof(T))) return fail(kWorkSizeMismatch);
+        // <<< exercise 1.1
+        recvSlot = reinterpret_cast<const T*>(recv_->buff + slot * recv_->stepBytes);
       }
-      // Producer: until its slot is free, i.e. head + kNSteps > step: the consumer is fewer
-      // than kNSteps steps behind. (Written without subtraction from step, which would wrap
-      // below zero on the first kNSteps steps.)
-      for (int i = 0; i < nSend; i++) {
-        ConnInfo* s = send_[i];
-        const int slot = int(sendStep_[i] % kNSteps);
-        if (sendStep_[i] + 1 > uint64_t(kNSteps) &&
-            !be_.waitAtLeast(&s->fifo->head, sendStep_[i] + 1 - kNSteps, &s->fifo->closed)) {
-          return fail(loadFlag(&s->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
+      const T* recvSlot2 = nullptr;
+      if (fanIn) {  // the same protocol step on the second receive connection
+        const uint64_t t2 = be_.traceNow();
+        if (stagedRecv2) {
+          const uint64_t ahead = recvStep2_ + kNSteps;
+          allowStaging(recv2_->fifo, ahead < endStep2 ? ahead : endStep2);
         }
-        traceStep(i, TraceWhat::kWaitSend, t, kTraceNoStep, sendStep_[i], 0);
-        t = be_.traceNow();
-        sendSlot[i] = reinterpret_cast<T*>(s->buff + slot * s->stepBytes);
-        // Direct: the proxy sends from the user's buffer, and the data goes to dst only.
-        char* lent = i == 0 ? direct.lent(in, out) : nullptr;
-        if (be_.leader()) s->fifo->ptrs[slot] = lent;
-        if (lent) sendSlot[i] = nullptr;
+        if (!be_.waitAtLeast(&recv2_->fifo->tail, recvStep2_ + 1, &recv2_->fifo->closed)) {
+          return fail(loadFlag(&recv2_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
+        }
+        traceStep2(TraceWhat::kWaitRecv, t2, recvStep2_, kTraceNoStep, 0);
+        const int slot2 = int(recvStep2_ % kNSteps);
+        if (recv2_->fifo->sizes[slot2] != int64_t(m * sizeof(T))) return fail(kWorkSizeMismatch);
+        recvSlot2 = reinterpret_cast<const T*>(recv2_->buff + slot2 * recv2_->stepBytes);
       }
-      // Step 2: move (and combine) the data.
-      if (!landed && !direct.send) {
-        moveStep(recvSlot, nRecv, in, out, sendSlot, nSend, m, postOp);
+      if (doSend) {
+        // Protocol step 1 (producer): wait for a free slot, i.e. head + kNSteps > step: the
+        // consumer is fewer than kNSteps steps behind. (Written without subtraction from step,
+        // which would wrap below zero on the first kNSteps steps.)
+        if (sendStep_ + 1 > uint64_t(kNSteps) &&
+            !be_.waitAtLeast(&send_->fifo->head, sendStep_ + 1 - kNSteps, &send_->fifo->closed)) {
+          return fail(loadFlag(&send_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
+        }
+        traceStep(TraceWhat::kWaitSend, t, kTraceNoStep, sendStep_, 0);
+        t = be_.traceNow();
+        const int slot = int(sendStep_ % kNSteps);
+        sendSlot = reinterpret_cast<T*>(send_->buff + slot * send_->stepBytes);
+        // Direct: the proxy sends from the user buffer; otherwise from the slot.
+        char* lent = directSend ? (char*)(src + off) : sendFromDst ? (char*)(dst + off) : nullptr;
+        if (be_.leader()) send_->fifo->ptrs[slot] = lent;
+        if (sendFromDst) sendSlot = nullptr;  // the data goes to dst only
+      }
+      T* sendSlot2 = nullptr;
+      if (fanOut) {  // the same protocol step on the second send connection
+        if (sendStep2_ + 1 > uint64_t(kNSteps) &&
+            !be_.waitAtLeast(&send2_->fifo->head, sendStep2_ + 1 - kNSteps, &send2_->fifo->closed)) {
+          return fail(loadFlag(&send2_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
+        }
+        const int slot2 = int(sendStep2_ % kNSteps);
+        sendSlot2 = reinterpret_cast<T*>(send2_->buff + slot2 * send2_->stepBytes);
+        if (be_.leader()) send2_->fifo->ptrs[slot2] = nullptr;  // the proxy sends the slot
+      }
+      // Step 2: move (and combine) the data. Sources: the received slot and/or the user input;
+      // destinations: the user output and/or the send slot.
+      if (!landed && !directSend) {
+        const T* userIn = src ? src + off : nullptr;
+        T* d0 = dst ? dst + off : sendSlot;
+        T* d1 = (dst && sendSlot) ? sendSlot : nullptr;
+        // Pass 0 is every primitive's one pass. With a second receive (fan-in), pass 1 folds
+        // that slot into the partial result in place, with chained(fn_): the own input has been
+        // through pre() already; post() runs there, on the final value. With a second send
+        // (fan-out), pass 2 copies the result into that slot. One reduceCopy call site for all
+        // passes: on the GPU it is inlined, and each site would cost its compile time again.
+        for (int pass = 0; pass < 3; pass++) {
+          const T* a = recvSlot;
+          const T* b = userIn;
+          T* o0 = d0;
+          T* o1 = d1;
+          bool post = postOp && !recvSlot2;
+          if (pass == 1) {
+            if (!recvSlot2) continue;
+            a = recvSlot2, b = d0, post = postOp;
+          } else if (pass == 2) {
+            if (!sendSlot2) continue;
+            a = d0, b = nullptr, o0 = sendSlot2, o1 = nullptr, post = false;
+          }
+          // The barrier: this pass reads what the last one wrote (on the GPU another thread
+          // may have written an element).
+          if (pass > 0) be_.sync();
+          be_.reduceCopy(a, b, o0, o1, m, pass == 1 ? chained(fn_) : fn_, post);
+        }
       }
       // Traced before tail moves: the consumer can only see this step later.
-      const TraceWhat moved = landed || direct.send    ? TraceWhat::kDirect
-                              : (recvSlot[0] && src) ? TraceWhat::kReduce
-                                                     : TraceWhat::kCopy;
-      for (int i = 0; i < nRecv || i < nSend; i++) {
-        traceStep(i, moved, t, i < nRecv ? recvStep_[i] : kTraceNoStep,
-                  i < nSend ? sendStep_[i] : kTraceNoStep, bytes);
-      }
-      // Step 3: post. The producer records the size, then moves tail (the backend fences so
+      traceStep(landed || directSend ? TraceWhat::kDirect
+                : (recvSlot && src)  ? TraceWhat::kReduce
+                                     : TraceWhat::kCopy,
+                t, doRecv ? recvStep_ : kTraceNoStep, doSend ? sendStep_ : kTraceNoStep,
+                int64_t(m * sizeof(T)));
+      // Step 3: publish. The producer records the size, then moves tail (the backend fences so
       // the slot and size are visible first); the consumer frees the slot by moving head.
-      for (int i = 0; i < nSend; i++) {
-        if constexpr (Backend::kHasLL) llCleanSimpleStep(send_[i], sendStep_[i]);  // stage 5
-        if (be_.leader()) send_[i]->fifo->sizes[sendStep_[i] % kNSteps] = bytes;
-        be_.post(&send_[i]->fifo->tail, ++sendStep_[i], send_[i]->gpuScope);
+      if (doSend) {
+        cleanLL(send_, sendStep_);
+        if (be_.leader()) send_->fifo->sizes[sendStep_ % kNSteps] = int64_t(m * sizeof(T));
+        be_.post(&send_->fifo->tail, ++sendStep_, send_->gpuScope);
       }
-      for (int i = 0; i < nRecv; i++) be_.postConsumed(&recv_[i]->fifo->head, ++recvStep_[i]);
+      if (fanIn || fanOut) {
+        // The second connections' halves of this step (who published or consumed what, for the
+        // trace checker), taken, like the record above, before tail moves.
+        traceStep2(recvSlot && src ? TraceWhat::kReduce : TraceWhat::kCopy, t,
+                   fanIn ? recvStep2_ : kTraceNoStep, fanOut ? sendStep2_ : kTraceNoStep,
+                   int64_t(m * sizeof(T)));
+      }
+      if (fanOut) {
+        cleanLL(send2_, sendStep2_);
+        if (be_.leader()) send2_->fifo->sizes[sendStep2_ % kNSteps] = int64_t(m * sizeof(T));
+        be_.post(&send2_->fifo->tail, ++sendStep2_, send2_->gpuScope);
+      }
+      if (doRecv) be_.postConsumed(&recv_->fifo->head, ++recvStep_);
+      if (fanIn) be_.postConsumed(&recv2_->fifo->head, ++recvStep2_);
     }
     // A direct send lent the proxy pointers into src or dst: return only once it has sent
     // them all (the caller may change both as soon as the operation is over).
-    if (direct.lends() && sendStep_[0] > 0 &&
-        !be_.waitAtLeast(&send_[0]->fifo->head, sendStep_[0], &send_[0]->fifo->closed)) {
-      return fail(loadFlag(&send_[0]->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
+    if ((directSend || sendFromDst) && sendStep_ > 0 &&
+        !be_.waitAtLeast(&send_->fifo->head, sendStep_, &send_->fifo->closed)) {
+      return fail(loadFlag(&send_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
     }
     if (be_.tracing()) {
-      TraceRecord r = record(0, prim, tCall, kTraceNoStep, kTraceNoStep, int64_t(n * sizeof(T)));
+      TraceRecord r = record(prim, tCall, kTraceNoStep, kTraceNoStep, int64_t(n * sizeof(T)));
       r.chunk = chunk_;
       be_.traceEmit(r);
     }
@@ -206,51 +297,25 @@ class Primitives : public PrimitiveCalls<Primitives<T, Fn, Backend>, T> {
     return true;
   }
 
-  /// A step's data movement. Sources: the received slots and/or the user input (userIn);
-  /// destinations: the user output (userOut) and/or the send slots. Pass 0 is every
-  /// primitive's one pass: recvSlot[0] (+) userIn -> userOut or sendSlot[0] (and sendSlot[0]
-  /// too when both). Each further received slot is folded into that result in place, with
-  /// chained(fn_): the own input has been through pre() already; post() runs on the final
-  /// value. Each further send slot is then filled from the result. One reduceCopy call site
-  /// for all passes: on the GPU it is inlined, and each site would cost its compile time again.
-  TCCL_HOST_DEVICE void moveStep(const T* const* recvSlot, int nRecv, const T* userIn,
-                                 T* userOut, T* const* sendSlot, int nSend, size_t m,
-                                 bool postOp) {
-    T* result = userOut ? userOut : sendSlot[0];
-    T* alsoTo = (userOut && nSend > 0) ? sendSlot[0] : nullptr;
-    const int folds = nRecv > 1 ? nRecv - 1 : 0, copies = nSend > 1 ? nSend - 1 : 0;
-    for (int pass = 0; pass <= folds + copies; pass++) {
-      const T* a = recvSlot[0];
-      const T* b = userIn;
-      T* o0 = result;
-      T* o1 = alsoTo;
-      bool post = postOp && folds == 0;
-      if (pass > 0 && pass <= folds) {  // fold received slot `pass` into the result
-        a = recvSlot[pass], b = result, post = postOp && pass == folds;
-      } else if (pass > folds) {  // copy the result to send slot `pass - folds`
-        a = result, b = nullptr, o0 = sendSlot[pass - folds], o1 = nullptr, post = false;
-      }
-      // The barrier: this pass reads what the last one wrote (on the GPU another thread may
-      // have written an element).
-      if (pass > 0) be_.sync();
-      be_.reduceCopy(a, b, o0, o1, m, pass > 0 && pass <= folds ? chained(fn_) : fn_, post);
-    }
-  }
-
-  /// A record of this call or one of its steps on peers i, from t0 until now.
-  TCCL_HOST_DEVICE TraceRecord record(int i, TraceWhat what, uint64_t t0, uint64_t recvStep,
+  /// A record of this call or one of its steps, from t0 until now.
+  TCCL_HOST_DEVICE TraceRecord record(TraceWhat what, uint64_t t0, uint64_t recvStep,
                                       uint64_t sendStep, int64_t bytes) {
-    TraceRecord r = this->makeRecord(what, t0, be_.traceNow(), recvStep, sendStep, bytes);
-    if (i > 0) {  // a further peer (fan-in / fan-out): who is at its ends
-      r.recvPeer = i < nRecv_ ? int16_t(recv_[i]->peer) : -1;
-      r.sendPeer = i < nSend_ ? int16_t(send_[i]->peer) : -1;
-    }
-    return r;
+    return this->makeRecord(what, t0, be_.traceNow(), recvStep, sendStep, bytes);
   }
 
-  TCCL_HOST_DEVICE void traceStep(int i, TraceWhat what, uint64_t t0, uint64_t recvStep,
+  TCCL_HOST_DEVICE void traceStep(TraceWhat what, uint64_t t0, uint64_t recvStep,
                                   uint64_t sendStep, int64_t bytes) {
-    if (be_.tracing()) be_.traceEmit(record(i, what, t0, recvStep, sendStep, bytes));
+    if (be_.tracing()) be_.traceEmit(record(what, t0, recvStep, sendStep, bytes));
+  }
+
+  /// The same for the second connections (fan-in / fan-out, stage 3): their peers.
+  TCCL_HOST_DEVICE void traceStep2(TraceWhat what, uint64_t t0, uint64_t recvStep,
+                                   uint64_t sendStep, int64_t bytes) {
+    if (!be_.tracing()) return;
+    TraceRecord r = record(what, t0, recvStep, sendStep, bytes);
+    r.recvPeer = recvPeer2_;
+    r.sendPeer = sendPeer2_;
+    be_.traceEmit(r);
   }
 
   TCCL_HOST_DEVICE bool fail(uint32_t why) {
@@ -258,14 +323,27 @@ class Primitives : public PrimitiveCalls<Primitives<T, Fn, Backend>, T> {
     return false;
   }
 
+  /// Stage 5: the LL slots' flag-wrap cleanup (fifo.h) is due at certain step numbers,
+  /// whichever protocol the step uses; on a Simple step the whole LL slot gets the flag.
+  TCCL_HOST_DEVICE void cleanLL(ConnInfo* c, uint64_t step) {
+    if constexpr (Backend::kHasLL) {
+      if (c->llBuff && llCleanStep(step)) llCleanLines(llSlot(c, step), 0, kLLSlotLines, llFlag(step));
+    }
+  }
+
   Backend& be_;
+  ConnInfo* recv_;
+  ConnInfo* send_;
+  ConnInfo* recv2_;  // fan-in / fan-out of two (stage 3); null otherwise
+  ConnInfo* send2_;
   Fn fn_;
-  ConnInfo* recv_[kMaxFan] = {};  // the receive peers, [0, nRecv_)
-  ConnInfo* send_[kMaxFan] = {};  // the send peers, [0, nSend_)
-  int nRecv_ = 0, nSend_ = 0;
-  uint64_t recvStep_[kMaxFan] = {};
-  uint64_t sendStep_[kMaxFan] = {};
+  uint64_t recvStep_ = 0;
+  uint64_t sendStep_ = 0;
+  uint64_t recvStep2_ = 0;
+  uint64_t sendStep2_ = 0;
   uint32_t status_ = kWorkOk;
+  // Step timeline only (set when tracing): the second connections' peers.
+  int16_t recvPeer2_ = -1, sendPeer2_ = -1;
 };
 
 }  // namespace tccl
