@@ -3,8 +3,7 @@
  *
  * What it is: the single switch from an item's kind to the function that runs it. The host
  * executor calls it from a worker thread, the GPU kernel from a thread block: the same
- * algorithm code runs on both. Two cases: a p2p item, and (stage 2) a collective item, whatever
- * its algorithm (the one switch over algorithms is runAlgorithm, device/coll_dispatch.h).
+ * algorithm code runs on both. Each chapter that adds an algorithm family adds one case here.
  *
  * NCCL counterpart: src/device/common.h (ncclKernelMain dispatching to RunWorkBatch).
  * Added in: stage 1.

@@ -1,17 +1,12 @@
 /*
  * device/coll_dispatch.h: from a collective WorkElem to the typed loop of its algorithm.
  *
- * What it is: the switch from run-time (data type, reduction, algorithm, collective) to the
- * template instance that runs it -- what NCCL does by generating one kernel function per
- * combination. Two steps:
- *   runCollElem, runReducingType   (type, reduction) -> element type T and functor Fn.
- *                                  Broadcast and all-gather move bytes and are instantiated
- *                                  once (uint8_t, FuncCopy); the three reducing collectives
- *                                  per element type and reduction.
- *   runColl, runAlgorithm          (algorithm, collective) -> the loop. runAlgorithm is the one
- *                                  switch over algorithms; one rank is a local copy, before it.
+ * What it is: the switch from run-time (data type, reduction, collective) to the template
+ * instance that runs it -- what NCCL does by generating one kernel function per combination.
+ * Broadcast and all-gather move bytes and are instantiated once; the three reducing
+ * collectives are instantiated per element type and reduction. One rank is a local copy.
  *
- * Invariants: every collective item of a batch runs every elem in order, each on its own
+ * Invariants: every ring item of a batch runs every collective elem in order, each on its own
  * channel's share; an item whose channel is beyond the elem's channel count skips the elem on
  * every rank alike.
  *
@@ -40,46 +35,28 @@ TCCL_HOST_DEVICE inline T redOpScalar(const WorkElem& e) {
   return v;
 }
 
-/// The one switch over algorithms: the loop that runs this item's share of the elem. Fn is
-/// FuncCopy for broadcast and all-gather (on bytes), a reduction for the other three.
 template <typename T, typename Fn, class Backend>
-TCCL_HOST_DEVICE uint32_t runAlgorithm(Backend& be, const WorkBatch& b, const WorkElem& e,
-                                       const WorkItem& it, const RingSlice& s, size_t count,
-                                       const T* in, T* out, Fn fn) {
-  constexpr bool kReduces = !std::is_same<Fn, FuncCopy<T>>::value;
-  switch (it.kind) {
-    case WorkKind::kRing:
-      if constexpr (kReduces) {
-        if (e.func == WorkFunc::kAllReduce) return ringAllReduce<T>(be, it, s, in, out, fn);
-        if (e.func == WorkFunc::kReduceScatter) {
-          return ringReduceScatter<T>(be, it, s, count, in, out, fn);
-        }
-        return ringReduce<T>(be, it, s, e.root, in, out, fn);
-      } else {
-        if (e.func == WorkFunc::kBroadcast) return ringBroadcast<T>(be, it, s, e.root, in, out, fn);
-        return ringAllGather<T>(be, it, s, count, in, out, fn);
-      }
-    case WorkKind::kP2p:
-      break;
-  }
-  return kWorkBadOp;  // a p2p item never reaches here (device/run_work.h)
-}
-
-/// One collective elem: `count` elements of T (bytes for broadcast and all-gather).
-template <typename T, typename Fn, class Backend>
-TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runColl(Backend& be, const WorkBatch& b,
-                                                const WorkElem& e, const WorkItem& it,
-                                                size_t count, Fn fn) {
+TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runReducing(Backend& be, const WorkBatch& b, const WorkElem& e,
+                                      const WorkItem& it, Fn fn) {
   const T* in = static_cast<const T*>(e.sendbuff);
   T* out = static_cast<T*>(e.recvbuff);
-  RingSlice s = ringSlice<T>(b, e, it, count);
+  RingSlice s = ringSlice<T>(b, e, it, size_t(e.count));
   if (b.nranks == 1) {
-    // One rank: the result is post(pre(input)); a plain copy for FuncCopy.
+    // One rank: the result is post(pre(input)).
     if (s.end > s.begin) be.reduceCopy(static_cast<const T*>(nullptr), in + s.begin, out + s.begin,
                                        static_cast<T*>(nullptr), s.end - s.begin, fn, true);
     return kWorkOk;
   }
-  return runAlgorithm<T>(be, b, e, it, s, count, in, out, fn);
+  switch (e.func) {
+    case WorkFunc::kAllReduce:
+      return ringAllReduce<T>(be, it, s, in, out, fn);
+    case WorkFunc::kReduceScatter:
+      return ringReduceScatter<T>(be, it, s, size_t(e.count), in, out, fn);
+    case WorkFunc::kReduce:
+      return ringReduce<T>(be, it, s, e.root, in, out, fn);
+    default:
+      return kWorkOk;
+  }
 }
 
 template <typename T, class Backend>
@@ -87,23 +64,43 @@ TCCL_HOST_DEVICE uint32_t runReducingType(Backend& be, const WorkBatch& b, const
                                           const WorkItem& it) {
   switch (DevRedOp(e.redOp)) {
     case DevRedOp::kSum:
-      return runColl<T>(be, b, e, it, size_t(e.count), FuncSum<T>());
+      return runReducing<T>(be, b, e, it, FuncSum<T>());
     case DevRedOp::kProd:
-      return runColl<T>(be, b, e, it, size_t(e.count), FuncProd<T>());
+      return runReducing<T>(be, b, e, it, FuncProd<T>());
     case DevRedOp::kMax:
-      return runColl<T>(be, b, e, it, size_t(e.count), FuncMax<T>());
+      return runReducing<T>(be, b, e, it, FuncMax<T>());
     case DevRedOp::kMin:
-      return runColl<T>(be, b, e, it, size_t(e.count), FuncMin<T>());
+      return runReducing<T>(be, b, e, it, FuncMin<T>());
     case DevRedOp::kPreMulSum:
-      return runColl<T>(be, b, e, it, size_t(e.count), FuncPreMulSum<T>{redOpScalar<T>(e)});
+      return runReducing<T>(be, b, e, it, FuncPreMulSum<T>{redOpScalar<T>(e)});
     case DevRedOp::kSumPostDiv:
       // Integer average only (the planner turns float average into premulsum by 1/n).
       if constexpr (std::is_integral<T>::value) {
-        return runColl<T>(be, b, e, it, size_t(e.count), FuncSumPostDiv<T>{redOpScalar<T>(e)});
+        return runReducing<T>(be, b, e, it, FuncSumPostDiv<T>{redOpScalar<T>(e)});
       }
       break;
   }
   return kWorkBadOp;
+}
+
+/// Broadcast and all-gather: bytes, whatever the element type.
+template <class Backend>
+TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runCopying(Backend& be, const WorkBatch& b, const WorkElem& e,
+                                     const WorkItem& it, size_t elemSize) {
+  using Bytes = uint8_t;
+  const Bytes* in = static_cast<const Bytes*>(e.sendbuff);
+  Bytes* out = static_cast<Bytes*>(e.recvbuff);
+  const size_t bytes = size_t(e.count) * elemSize;
+  RingSlice s = ringSlice<Bytes>(b, e, it, bytes);
+  FuncCopy<Bytes> copy;
+  if (b.nranks == 1) {
+    if (s.end > s.begin) be.reduceCopy(static_cast<const Bytes*>(nullptr), in + s.begin,
+                                       out + s.begin, static_cast<Bytes*>(nullptr),
+                                       s.end - s.begin, copy, false);
+    return kWorkOk;
+  }
+  if (e.func == WorkFunc::kBroadcast) return ringBroadcast<Bytes>(be, it, s, e.root, in, out, copy);
+  return ringAllGather<Bytes>(be, it, s, bytes, in, out, copy);
 }
 
 TCCL_HOST_DEVICE inline size_t devTypeSize(uint8_t dtype) {
@@ -116,9 +113,7 @@ template <class Backend>
 TCCL_HOST_DEVICE uint32_t runCollElem(Backend& be, const WorkBatch& b, const WorkElem& e,
                                       const WorkItem& it) {
   if (e.func == WorkFunc::kBroadcast || e.func == WorkFunc::kAllGather) {
-    // Bytes, whatever the element type.
-    return runColl<uint8_t>(be, b, e, it, size_t(e.count) * devTypeSize(e.dtype),
-                            FuncCopy<uint8_t>());
+    return runCopying(be, b, e, it, devTypeSize(e.dtype));
   }
   switch (e.dtype) {  // tcclDataType_t values
     case 0: return runReducingType<int8_t>(be, b, e, it);

@@ -1,25 +1,18 @@
 /*
  * device/coll_dispatch.h: from a collective WorkElem to the typed loop of its algorithm.
  *
- * What it is: the switch from run-time (data type, reduction, algorithm, collective) to the
- * template instance that runs it -- what NCCL does by generating one kernel function per
- * combination. Two steps:
- *   runCollElem, runReducingType   (type, reduction) -> element type T and functor Fn.
- *                                  Broadcast and all-gather move bytes and are instantiated
- *                                  once (uint8_t, FuncCopy); the three reducing collectives
- *                                  per element type and reduction.
- *   runColl, runAlgorithm          (algorithm, collective) -> the loop. runAlgorithm is the one
- *                                  switch over algorithms; one rank is a local copy, before it.
+ * What it is: the switch from run-time (data type, reduction, collective) to the template
+ * instance that runs it -- what NCCL does by generating one kernel function per combination.
+ * Broadcast and all-gather move bytes and are instantiated once; the three reducing
+ * collectives are instantiated per element type and reduction. One rank is a local copy.
  *
- * Stage 5: on the GPU, the ring and recursive-doubling collectives also come in the LL
- * protocol's flavour (device/prims_ll.h): runColl picks the primitives class by the elem's
- * protocol, once, and runAlgorithm runs its loops on it. The tree has Simple primitives only
- * (the planner gives its items Simple). The host executor has Simple only (Backend::kHasLL), so
- * it never instantiates LL code.
- *
- * Invariants: every collective item of a batch runs every elem in order, each on its own
+ * Invariants: every ring item of a batch runs every collective elem in order, each on its own
  * channel's share; an item whose channel is beyond the elem's channel count skips the elem on
  * every rank alike.
+ *
+ * Stage 5: on the GPU, the ring and recursive-doubling collectives also come in the LL
+ * protocol's flavour (device/prims_ll.h), picked by the elem's proto; the host executor has
+ * Simple only (Backend::kHasLL), so it never instantiates LL code.
  *
  * NCCL counterpart: src/device/generate.py and the ncclDevFuncTable (one function per
  * collective x op x type x algorithm x protocol).
@@ -50,71 +43,52 @@ TCCL_HOST_DEVICE inline T redOpScalar(const WorkElem& e) {
   return v;
 }
 
-/// The one switch over algorithms: the loop that runs this item's share of the elem. Fn is
-/// FuncCopy for broadcast and all-gather (on bytes), a reduction for the other three; Prims
-/// the protocol's primitives (stage 5: Simple or LL).
-template <typename T, typename Fn, template <typename, typename, class> class Prims, class Backend>
-TCCL_HOST_DEVICE uint32_t runAlgorithm(Backend& be, const WorkBatch& b, const WorkElem& e,
-                                       const WorkItem& it, const RingSlice& s, size_t count,
-                                       const T* in, T* out, Fn fn) {
-  constexpr bool kReduces = !std::is_same<Fn, FuncCopy<T>>::value;
-  switch (it.kind) {
-    case WorkKind::kRing:
-      if constexpr (kReduces) {
-        if (e.func == WorkFunc::kAllReduce) {
-          return ringAllReduce<T, Fn, Backend, Prims>(be, it, s, in, out, fn);
-        }
-        if (e.func == WorkFunc::kReduceScatter) {
-          return ringReduceScatter<T, Fn, Backend, Prims>(be, it, s, count, in, out, fn);
-        }
-        return ringReduce<T, Fn, Backend, Prims>(be, it, s, e.root, in, out, fn);
-      } else {
-        if (e.func == WorkFunc::kBroadcast) {
-          return ringBroadcast<T, Fn, Backend, Prims>(be, it, s, e.root, in, out, fn);
-        }
-        return ringAllGather<T, Fn, Backend, Prims>(be, it, s, count, in, out, fn);
-      }
-    case WorkKind::kRecDoubling:  // stage 3: all-reduce only (the planner's rule)
-      if constexpr (kReduces) {
-        return recDoublingAllReduce<T, Fn, Backend, Prims>(be, b, it, s, in, out, fn);
-      }
-      break;
-    case WorkKind::kTreeUp:  // stage 3: a tree node's halves (device/tree.h)
-    case WorkKind::kTreeDown:
-    case WorkKind::kTreeRoot:
-    case WorkKind::kTreeUpDown:
-      if constexpr (kReduces) {
-        if (e.func == WorkFunc::kAllReduce) return treeAllReduce<T>(be, b, it, s, in, out, fn);
-        return treeUp<T>(be, b, it, s, in, out, fn, /*turnAround=*/false);  // reduce
-      } else {
-        return treeDown<T>(be, b, it, s, in, out, fn);  // broadcast
-      }
-    case WorkKind::kP2p:
-      break;
+/// The reducing ring collectives on one protocol's primitives (stage 5: Simple or LL).
+template <template <typename, typename, class> class Prims, typename T, typename Fn, class Backend>
+TCCL_HOST_DEVICE uint32_t runRingReducing(Backend& be, const WorkElem& e, const WorkItem& it,
+                                          const RingSlice& s, const T* in, T* out, Fn fn) {
+  switch (e.func) {
+    case WorkFunc::kAllReduce:
+      return ringAllReduce<T, Fn, Backend, Prims>(be, it, s, in, out, fn);
+    case WorkFunc::kReduceScatter:
+      return ringReduceScatter<T, Fn, Backend, Prims>(be, it, s, size_t(e.count), in, out, fn);
+    case WorkFunc::kReduce:
+      return ringReduce<T, Fn, Backend, Prims>(be, it, s, e.root, in, out, fn);
+    default:
+      return kWorkOk;
   }
-  return kWorkBadOp;  // a p2p item never reaches here (device/run_work.h)
 }
 
-/// One collective elem: `count` elements of T (bytes for broadcast and all-gather).
 template <typename T, typename Fn, class Backend>
-TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runColl(Backend& be, const WorkBatch& b,
-                                                const WorkElem& e, const WorkItem& it,
-                                                size_t count, Fn fn) {
+TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runReducing(Backend& be, const WorkBatch& b, const WorkElem& e,
+                                      const WorkItem& it, Fn fn) {
   const T* in = static_cast<const T*>(e.sendbuff);
   T* out = static_cast<T*>(e.recvbuff);
-  RingSlice s = ringSlice<T>(b, e, it, count);
+  RingSlice s = ringSlice<T>(b, e, it, size_t(e.count));
   if (b.nranks == 1) {
-    // One rank: the result is post(pre(input)); a plain copy for FuncCopy.
+    // One rank: the result is post(pre(input)).
     if (s.end > s.begin) be.reduceCopy(static_cast<const T*>(nullptr), in + s.begin, out + s.begin,
                                        static_cast<T*>(nullptr), s.end - s.begin, fn, true);
     return kWorkOk;
   }
-  if constexpr (Backend::kHasLL) {  // stage 5: kernels run LL where the planner chose it
-    if (e.proto == kProtoLL) {
-      return runAlgorithm<T, Fn, PrimitivesLL>(be, b, e, it, s, count, in, out, fn);
-    }
+  switch (it.kind) {  // stage 3: the algorithm families other than the ring
+    case WorkKind::kRing:
+      break;
+    case WorkKind::kRecDoubling:
+      if constexpr (Backend::kHasLL) {  // stage 5: kernels run LL where the planner chose it
+        if (e.proto == kProtoLL) {
+          return recDoublingAllReduce<T, Fn, Backend, PrimitivesLL>(be, b, it, s, in, out, fn);
+        }
+      }
+      return recDoublingAllReduce<T>(be, b, it, s, in, out, fn);
+    default:  // a tree item: all-reduce on its half, or Reduce up the rooted tree
+      if (e.func == WorkFunc::kAllReduce) return treeAllReduce<T>(be, b, it, s, in, out, fn);
+      return treeUp<T>(be, b, it, s, in, out, fn, /*turnAround=*/false);
   }
-  return runAlgorithm<T, Fn, Primitives>(be, b, e, it, s, count, in, out, fn);
+  if constexpr (Backend::kHasLL) {
+    if (e.proto == kProtoLL) return runRingReducing<PrimitivesLL>(be, e, it, s, in, out, fn);
+  }
+  return runRingReducing<Primitives>(be, e, it, s, in, out, fn);
 }
 
 template <typename T, class Backend>
@@ -122,23 +96,53 @@ TCCL_HOST_DEVICE uint32_t runReducingType(Backend& be, const WorkBatch& b, const
                                           const WorkItem& it) {
   switch (DevRedOp(e.redOp)) {
     case DevRedOp::kSum:
-      return runColl<T>(be, b, e, it, size_t(e.count), FuncSum<T>());
+      return runReducing<T>(be, b, e, it, FuncSum<T>());
     case DevRedOp::kProd:
-      return runColl<T>(be, b, e, it, size_t(e.count), FuncProd<T>());
+      return runReducing<T>(be, b, e, it, FuncProd<T>());
     case DevRedOp::kMax:
-      return runColl<T>(be, b, e, it, size_t(e.count), FuncMax<T>());
+      return runReducing<T>(be, b, e, it, FuncMax<T>());
     case DevRedOp::kMin:
-      return runColl<T>(be, b, e, it, size_t(e.count), FuncMin<T>());
+      return runReducing<T>(be, b, e, it, FuncMin<T>());
     case DevRedOp::kPreMulSum:
-      return runColl<T>(be, b, e, it, size_t(e.count), FuncPreMulSum<T>{redOpScalar<T>(e)});
+      return runReducing<T>(be, b, e, it, FuncPreMulSum<T>{redOpScalar<T>(e)});
     case DevRedOp::kSumPostDiv:
       // Integer average only (the planner turns float average into premulsum by 1/n).
       if constexpr (std::is_integral<T>::value) {
-        return runColl<T>(be, b, e, it, size_t(e.count), FuncSumPostDiv<T>{redOpScalar<T>(e)});
+        return runReducing<T>(be, b, e, it, FuncSumPostDiv<T>{redOpScalar<T>(e)});
       }
       break;
   }
   return kWorkBadOp;
+}
+
+/// Broadcast and all-gather: bytes, whatever the element type.
+template <class Backend>
+TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runCopying(Backend& be, const WorkBatch& b, const WorkElem& e,
+                                     const WorkItem& it, size_t elemSize) {
+  using Bytes = uint8_t;
+  const Bytes* in = static_cast<const Bytes*>(e.sendbuff);
+  Bytes* out = static_cast<Bytes*>(e.recvbuff);
+  const size_t bytes = size_t(e.count) * elemSize;
+  RingSlice s = ringSlice<Bytes>(b, e, it, bytes);
+  FuncCopy<Bytes> copy;
+  if (b.nranks == 1) {
+    if (s.end > s.begin) be.reduceCopy(static_cast<const Bytes*>(nullptr), in + s.begin,
+                                       out + s.begin, static_cast<Bytes*>(nullptr),
+                                       s.end - s.begin, copy, false);
+    return kWorkOk;
+  }
+  if (it.kind != WorkKind::kRing) return treeDown<Bytes>(be, b, it, s, in, out, copy);  // stage 3
+  if constexpr (Backend::kHasLL) {  // stage 5
+    if (e.proto == kProtoLL) {
+      using Fn = FuncCopy<Bytes>;
+      if (e.func == WorkFunc::kBroadcast) {
+        return ringBroadcast<Bytes, Fn, Backend, PrimitivesLL>(be, it, s, e.root, in, out, copy);
+      }
+      return ringAllGather<Bytes, Fn, Backend, PrimitivesLL>(be, it, s, bytes, in, out, copy);
+    }
+  }
+  if (e.func == WorkFunc::kBroadcast) return ringBroadcast<Bytes>(be, it, s, e.root, in, out, copy);
+  return ringAllGather<Bytes>(be, it, s, bytes, in, out, copy);
 }
 
 TCCL_HOST_DEVICE inline size_t devTypeSize(uint8_t dtype) {
@@ -147,7 +151,9 @@ TCCL_HOST_DEVICE inline size_t devTypeSize(uint8_t dtype) {
   return dtype < sizeof(kSizes) ? kSizes[dtype] : 0;
 }
 
-/// Stage 5: DevType maps a tcclDataType_t value to its element type (Backend::kReducingDType).
+/// Stage 5: DevType maps a tcclDataType_t value to its element type. Backend::kReducing
+/// (device/work.h) says which reducing collectives an executor runs; kReducingDType is the
+/// type of a kernel that runs one type's.
 template <int DType> struct DevType;
 template <> struct DevType<0> { using T = int8_t; };
 template <> struct DevType<1> { using T = uint8_t; };
@@ -165,9 +171,7 @@ TCCL_HOST_DEVICE uint32_t runCollElem(Backend& be, const WorkBatch& b, const Wor
                                       const WorkItem& it) {
   if (e.func == WorkFunc::kBroadcast || e.func == WorkFunc::kAllGather) {
     if (!be.runsCopies()) return kWorkOk;  // stage 5: another launch of this batch runs it
-    // Bytes, whatever the element type.
-    return runColl<uint8_t>(be, b, e, it, size_t(e.count) * devTypeSize(e.dtype),
-                            FuncCopy<uint8_t>());
+    return runCopying(be, b, e, it, devTypeSize(e.dtype));
   }
   if constexpr (Backend::kReducing == ReducingTypes::kOne) {  // stage 5: one type's kernel
     if (e.dtype != Backend::kReducingDType) return kWorkOk;  // another type's kernel runs it
