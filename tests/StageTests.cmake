@@ -293,8 +293,19 @@ function(tccl_stage_shared_objects out)
     # would lend it.
     target_link_libraries(${objs} PRIVATE ${ARG_LIBS} tccl_common)
     tccl_warnings(${objs})
+    tccl_test_pch(${objs})
   endif()
   set(${out} ${objs} PARENT_SCOPE)
+endfunction()
+
+# The test programs' precompiled headers (tests/CMakeLists.txt), where that build has them.
+# For the shared objects only: they are compiled as position-independent code, as the header
+# was; a test executable's own sources are compiled as a position-independent executable
+# (-fPIE), which GCC will not mix with it.
+function(tccl_test_pch target)
+  if(TARGET tccl_test_pch)
+    target_precompile_headers(${target} REUSE_FROM tccl_test_pch)
+  endif()
 endfunction()
 
 function(tccl_stage_test_executable target)
