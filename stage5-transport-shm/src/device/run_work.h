@@ -11,8 +11,8 @@
 #ifndef TCCL_DEVICE_RUN_WORK_H_
 #define TCCL_DEVICE_RUN_WORK_H_
 
-#include "device/p2p.h"
 #include "device/coll_dispatch.h"
+#include "device/p2p.h"
 #include "device/work.h"
 
 namespace tccl {
