@@ -22,7 +22,9 @@
 #   TCCL_SANITIZE_CXX / _CC   compilers (default clang++ / clang)
 #   TCCL_SANITIZE_TESTS       a ctest -R regex replacing the default "^s<N>_" (the exclusions
 #                             below still apply)
-#   TCCL_CTEST_JOBS           ctest -j (default 2; MPI tests declare PROCESSORS, see tools/test)
+#   TCCL_CTEST_JOBS           ctest -j (default: twice the cores under ASan, as tools/test; the
+#                             cores under TSan, which slows the code 5-15 times: its tests keep
+#                             the CPU share their timeouts were set for)
 #
 # Invariants: a sanitizer report makes the test fail (halt_on_error / exitcode); the build is
 # incremental (a second run only rebuilds what changed); nothing outside the build dirs is
@@ -36,7 +38,7 @@ cd "$TCCL_ROOT"
 BUILD_ROOT=${TCCL_SANITIZE_BUILD_ROOT:-$TCCL_ROOT}
 CXX_BIN=${TCCL_SANITIZE_CXX:-clang++}
 CC_BIN=${TCCL_SANITIZE_CC:-clang}
-JOBS=${TCCL_CTEST_JOBS:-2}
+JOBS=${TCCL_CTEST_JOBS:-}
 SUPP=$TCCL_ROOT/tests/sanitizers
 
 # The highest-numbered stage listed in TCCL_STAGES (not the highest directory with a
@@ -241,13 +243,16 @@ print("\n".join(sorted(names)))
 }
 
 run_tests() {
-  local san=$1 dir env=()
+  local san=$1 dir env=() jobs=$JOBS
   dir=$(build_dir "$san")
+  if [[ -z $jobs ]]; then
+    if [[ $san == tsan ]]; then jobs=$(njobs); else jobs=$((2 * $(njobs))); fi
+  fi
   mapfile -t env < <(sanitizer_env "$san")
   note "$san: $STAGE, tests matching $TESTS but not $(exclude_regex "$san"), GTEST_FILTER=$GTEST_EXCLUDE"
   # ctest's environment reaches every rank: Open MPI starts local ranks with mpirun's own.
   env "${env[@]}" GTEST_FILTER="$GTEST_EXCLUDE" \
-    ctest --test-dir "$dir" --output-on-failure --no-tests=error -j"$JOBS" \
+    ctest --test-dir "$dir" --output-on-failure --no-tests=error -j"$jobs" \
       -L "stage$STAGE_NUM" -R "$TESTS" -E "$(exclude_regex "$san")"
 }
 

@@ -90,7 +90,9 @@ tccl_torch_test(NAME torch_errors_timeout NP 2 SCRIPT test_errors.py
 # --monitor_interval 0.5: torch 1.13's agent looks at its workers every 5 s, so a job that
 # was done waited 2.5 s on average for it (ddp_mlp: 6.7 s, 4.3 s with this); later torch
 # polls a few times a second by default and accepts the same spelling.
-# torchrun writes its log folders under TMPDIR: keep them in the build tree.
+# torchrun writes its log folders under TMPDIR: keep them in the build tree. --standalone in
+# torch 1.13 serves its rendezvous on the fixed port 29400, so two of these at once (ctest -j4)
+# collide ("Address already in use"): they share a RESOURCE_LOCK and run one at a time.
 set(_examples_dir ${TCCL_STAGE_DIR}/torch/examples)
 set(_run_tmp ${CMAKE_CURRENT_BINARY_DIR}/${TCCL_STAGE_PREFIX}torchrun_tmp)
 file(MAKE_DIRECTORY ${_run_tmp})
@@ -104,7 +106,7 @@ foreach(example ddp_one_param ddp_mlp)
     COMMAND ${_torch_python} -m torch.distributed.run --redirects 9:0 --tee 9:0
             --monitor_interval 0.5 --standalone --nproc_per_node=2
             ${_examples_dir}/${example}.py)
-  set_tests_properties(${name} PROPERTIES TIMEOUT 120 PROCESSORS 2
+  set_tests_properties(${name} PROPERTIES TIMEOUT 120 PROCESSORS 2 RESOURCE_LOCK torchrun_29400
     LABELS "${_torch_labels};examples" ENVIRONMENT "${_torch_env};TMPDIR=${_run_tmp}"
     PASS_REGULAR_EXPRESSION "verified OK" FAIL_REGULAR_EXPRESSION "WRONG|Traceback")
 endforeach()
