@@ -36,8 +36,9 @@ tcclResult_t CommContext::checkAsyncError() {
   if (err == tcclSuccess && devStatus != nullptr) {
     // A kernel that failed left its status word; the first one names the error.
     for (int i = 0; i < kMaxWorkItems; i++) {
-      if (devStatus[i] != kWorkOk) {
-        err = kWorkSizeMismatch == devStatus[i] ? tcclInvalidUsage : tcclRemoteError;
+      const auto st = static_cast<WorkStatus>(devStatus[i]);  // a kernel's word (work.h)
+      if (st != WorkStatus::kOk) {
+        err = st == WorkStatus::kSizeMismatch ? tcclInvalidUsage : tcclRemoteError;
         break;
       }
     }

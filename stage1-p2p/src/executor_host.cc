@@ -97,12 +97,12 @@ HostBackend itemBackend(const CommContext* comm, HostBackend be, int laneBase, c
 }  // namespace
 
 tcclResult_t startHostBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
-                            std::vector<uint32_t>* status) {
-  status->assign(batch.nItems, kWorkOk);
+                            std::vector<WorkStatus>* status) {
+  status->assign(batch.nItems, WorkStatus::kOk);
   if (batch.nItems == 0) return tcclSuccess;
   if (!launch.workers) launch.workers = std::make_unique<WorkerPool>(comm->rank);
   HostBackend be = hostBackend(comm, launch);
-  uint32_t* out = status->data();
+  WorkStatus* out = status->data();
   launch.workers->start(batch.nItems, [comm, be, &batch, out](int i) {
     HostBackend mine = itemBackend(comm, be, kTraceTidWorker, "worker", i);
     out[i] = runWorkItem(mine, batch, i);
@@ -111,33 +111,35 @@ tcclResult_t startHostBatch(CommContext* comm, LaunchState& launch, const WorkBa
 }
 
 tcclResult_t finishHostBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
-                             std::vector<uint32_t>& status) {
+                             std::vector<WorkStatus>& status) {
   if (batch.nItems == 0) return tcclSuccess;
   launch.workers->wait();
   tcclResult_t res = tcclSuccess;
   for (int i = 0; i < batch.nItems; i++) {
-    if (status[i] != kWorkOk && res == tcclSuccess) res = workStatusResult(status[i], batch.items[i]);
+    if (status[i] != WorkStatus::kOk && res == tcclSuccess) {
+      res = workStatusResult(status[i], batch.items[i]);
+    }
   }
   if (res == tcclSuccess) res = comm->checkAsyncError();
   return res;
 }
 
-tcclResult_t workStatusResult(uint32_t status, const WorkItem& item) {
+tcclResult_t workStatusResult(WorkStatus status, const WorkItem& item) {
   switch (status) {
-    case kWorkOk:
+    case WorkStatus::kOk:
       return tcclSuccess;
-    case kWorkAborted:
+    case WorkStatus::kAborted:
       TCCL_WARN("operation with rank %d aborted (communicator failed or was aborted)", item.peer);
       return tcclRemoteError;
-    case kWorkSizeMismatch:
+    case WorkStatus::kSizeMismatch:
       TCCL_WARN("message size mismatch with rank %d: the send and the receive counts differ",
                 item.peer);
       return tcclInvalidUsage;
-    case kWorkPeerClosed:
+    case WorkStatus::kPeerClosed:
       TCCL_WARN("rank %d closed its connection while we still expected data", item.peer);
       return tcclRemoteError;
     default:
-      TCCL_WARN("unknown executor status %u", status);
+      TCCL_WARN("unknown executor status %u", static_cast<uint32_t>(status));
       return tcclInternalError;
   }
 }

@@ -37,7 +37,7 @@ struct Phase {
   Phase() { std::memset(static_cast<void*>(&batch), 0, offsetof(WorkBatch, items)); }
   WorkBatch batch;
   std::vector<std::pair<int, Connector*>> itemConns;  // item index -> connector (null: none)
-  std::vector<uint32_t> status;
+  std::vector<WorkStatus> status;  // one per item, from the host executors (kernels: devStatus)
   bool started = false;
 };
 

@@ -18,7 +18,13 @@
 
 namespace tccl {
 
-enum Algo : int { kAlgoRing = 0, kAlgoTree = 1, kAlgoRecDoubling = 2, kNumAlgos = 3 };
+/// The algorithms, as NCCL_ALGO_RING and NCCL_ALGO_TREE (recursive doubling is tccl's): dense
+/// from 0 and listed in kAlgos in that order, so idx(a) indexes the masks and the cost table.
+enum class Algo : int { kRing = 0, kTree = 1, kRecDoubling = 2 };
+constexpr int kNumAlgos = 3;
+constexpr Algo kAlgos[kNumAlgos] = {Algo::kRing, Algo::kTree, Algo::kRecDoubling};
+constexpr int idx(Algo a) { return static_cast<int>(a); }  // an algorithm as an array index
+
 constexpr int kNumCollFuncs = 5;  // AllReduce, AllGather, ReduceScatter, Broadcast, Reduce
 
 /// Which algorithms each collective may use: allowed[coll][algo], coll = collIndex(func).

@@ -41,7 +41,7 @@ struct Phase {
   // batch's conns table: table index -> connector (null: no peer in that slot).
   std::vector<std::pair<int, Connector*>> tableConns;
   int nConns = 0;  // entries of batch.conns used
-  std::vector<uint32_t> status;
+  std::vector<WorkStatus> status;  // one per item, from the host executors (kernels: devStatus)
   bool started = false;
 };
 

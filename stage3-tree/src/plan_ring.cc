@@ -77,7 +77,7 @@ tcclResult_t planRing(const CommContext* comm, ConnectorTable& connectors, CommP
   std::vector<WorkElem> elems;
   int usedChannels = 1;
   for (const CollTask& t : plan.tasks->colls) {
-    if (t.algo != kAlgoRing) continue;  // stage 3: planTree takes the others
+    if (t.algo != Algo::kRing) continue;  // stage 3: planTree takes the others
     WorkElem e;
     TCCL_CHECK(makeCollElem(t, plan.onDevice, &e));
     e.nChannels = channelsFor(comm, t.count * typeSize(t.dtype), maxChannels);

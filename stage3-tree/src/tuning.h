@@ -43,7 +43,7 @@ namespace tccl {
 struct CommContext;
 
 /// "ring", "tree", "recdoubling".
-const char* algoName(int algo);
+const char* algoName(Algo algo);
 
 /// The row of a collective in the masks (algo_mask.h): 0 for AllReduce ... 4 for Reduce.
 int collIndex(WorkFunc f);
@@ -56,14 +56,15 @@ tcclResult_t parseAlgoList(const std::string& value, AlgoMask* out, std::string*
 tcclResult_t tuningInit(CommContext* comm);
 
 /// Whether `algo` has an implementation for `f` on n ranks.
-bool algoSupports(WorkFunc f, int algo, int nranks);
+bool algoSupports(WorkFunc f, Algo algo, int nranks);
 
 /// The model's prediction, in microseconds (bytes: the call's total, as NCCL's nBytes: the
 /// buffer of AllReduce/Broadcast/Reduce, nranks blocks for AllGather/ReduceScatter).
-double predictTimeUs(WorkFunc f, int algo, int nranks, size_t bytes, bool onDevice);
+double predictTimeUs(WorkFunc f, Algo algo, int nranks, size_t bytes, bool onDevice);
 
-/// The cheapest algorithm `mask` allows for this call, or -1 when it allows none. `why` (may be
-/// null) receives the predictions, " ring 66.0 us tree 54.0 us ...", for the TUNING log.
+/// The cheapest algorithm `mask` allows for this call, as an index (kAlgos[i] is the Algo), or
+/// -1 when it allows none. `why` (may be null) receives the predictions, " ring 66.0 us tree
+/// 54.0 us ...", for the TUNING log.
 int chooseAlgorithm(const AlgoMask& mask, WorkFunc f, int nranks, size_t bytes, bool onDevice,
                     char* why, size_t whyBytes);
 
@@ -72,7 +73,7 @@ int chooseAlgorithm(const AlgoMask& mask, WorkFunc f, int nranks, size_t bytes, 
 tcclResult_t tuningCheckPeers(CommContext* comm);
 
 /// Picks the algorithm for one call (and logs the decision under TUNING).
-tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, int* algo);
+tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, Algo* algo);
 
 }  // namespace tccl
 

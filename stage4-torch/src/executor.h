@@ -71,9 +71,9 @@ class WorkerPool {
 /// An executor sees the communicator's context and launch state (launch_state.h), not the
 /// whole communicator.
 tcclResult_t startHostBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
-                            std::vector<uint32_t>* status, bool callerRuns);
+                            std::vector<WorkStatus>* status, bool callerRuns);
 tcclResult_t finishHostBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
-                             std::vector<uint32_t>& status, bool callerRuns);
+                             std::vector<WorkStatus>& status, bool callerRuns);
 
 /// GPU executor: launches the batch on `stream` after the comm's previous launch.
 tcclResult_t launchGpuBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
@@ -84,7 +84,7 @@ tcclResult_t launchGpuBatch(CommContext* comm, LaunchState& launch, const WorkBa
 tcclResult_t traceCalibrateGpuClock(int64_t* offsetNs, int64_t* errNs);
 
 /// Converts an executor status code to a result, with a WARN naming the item's peer.
-tcclResult_t workStatusResult(uint32_t status, const WorkItem& item);
+tcclResult_t workStatusResult(WorkStatus status, const WorkItem& item);
 
 }  // namespace tccl
 

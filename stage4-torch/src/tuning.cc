@@ -114,7 +114,7 @@ tcclResult_t applyList(const std::string& list, bool row[kNumAlgos], std::string
     for (int a = 0; a < kNumAlgos; a++) {
       if (strcasecmp(name.c_str(), kAlgoNames[a]) == 0) found = a;
     }
-    if (found < 0 && strcasecmp(name.c_str(), "rd") == 0) found = kAlgoRecDoubling;
+    if (found < 0 && strcasecmp(name.c_str(), "rd") == 0) found = idx(Algo::kRecDoubling);
     bool foreign = false;
     for (const char* f : kForeignAlgos) foreign |= strcasecmp(name.c_str(), f) == 0;
     if (found < 0 && !foreign) {
@@ -129,7 +129,10 @@ tcclResult_t applyList(const std::string& list, bool row[kNumAlgos], std::string
 
 }  // namespace
 
-const char* algoName(int algo) { return algo >= 0 && algo < kNumAlgos ? kAlgoNames[algo] : "?"; }
+const char* algoName(Algo algo) {
+  const int a = idx(algo);
+  return a >= 0 && a < kNumAlgos ? kAlgoNames[a] : "?";
+}
 
 int collIndex(WorkFunc f) { return int(f) - int(WorkFunc::kAllReduce); }
 
@@ -173,37 +176,37 @@ tcclResult_t tuningInit(CommContext* comm) {
   return tcclSuccess;
 }
 
-bool algoSupports(WorkFunc f, int algo, int nranks) {
+bool algoSupports(WorkFunc f, Algo algo, int nranks) {
   switch (algo) {
-    case kAlgoRing:
+    case Algo::kRing:
       return true;
-    case kAlgoTree:
+    case Algo::kTree:
       return f == WorkFunc::kAllReduce || f == WorkFunc::kBroadcast || f == WorkFunc::kReduce;
-    case kAlgoRecDoubling:
+    case Algo::kRecDoubling:
       // Slots: the folding partner and one per step (device/rec_doubling.h).
       return f == WorkFunc::kAllReduce && 2 + 2 * log2Floor(nranks) <= kMaxWorkConns / 4;
   }
   return false;
 }
 
-double predictTimeUs(WorkFunc f, int algo, int n, size_t bytes, bool onDevice) {
-  const AlgoCost& k = kCost[onDevice ? 1 : 0][algo];
+double predictTimeUs(WorkFunc f, Algo algo, int n, size_t bytes, bool onDevice) {
+  const AlgoCost& k = kCost[onDevice ? 1 : 0][idx(algo)];
   double hops = 0, wire = 0;
   int depth = 0;  // of NCCL's binary tree: ceil(log2 n) (trees.h)
   while ((1 << depth) < n) depth++;
   const int p = 1 << log2Floor(n);
   switch (f) {
     case WorkFunc::kAllReduce:
-      if (algo == kAlgoRing) hops = 2.0 * (n - 1), wire = 2.0 * (n - 1) / n;
+      if (algo == Algo::kRing) hops = 2.0 * (n - 1), wire = 2.0 * (n - 1) / n;
       // Tree: an inner node sends S/2 up and S/2 to each of two children, and as a leaf of
       // the other tree S/2 up: 2 S. With two ranks there are no inner nodes: S.
-      if (algo == kAlgoTree) hops = 2.0 * depth, wire = n == 2 ? 1.0 : 2.0;
-      if (algo == kAlgoRecDoubling) hops = wire = log2Floor(n) + (n != p ? 2.0 : 0.0);
+      if (algo == Algo::kTree) hops = 2.0 * depth, wire = n == 2 ? 1.0 : 2.0;
+      if (algo == Algo::kRecDoubling) hops = wire = log2Floor(n) + (n != p ? 2.0 : 0.0);
       break;
     case WorkFunc::kBroadcast:
     case WorkFunc::kReduce:
-      if (algo == kAlgoRing) hops = n - 1.0, wire = 1.0;
-      if (algo == kAlgoTree) hops = depth, wire = 2.0;
+      if (algo == Algo::kRing) hops = n - 1.0, wire = 1.0;
+      if (algo == Algo::kTree) hops = depth, wire = 2.0;
       break;
     case WorkFunc::kAllGather:
     case WorkFunc::kReduceScatter:
@@ -223,15 +226,16 @@ int chooseAlgorithm(const AlgoMask& mask, WorkFunc f, int nranks, size_t bytes, 
   int algo = -1;
   int len = 0;
   if (why != nullptr && whyBytes > 0) why[0] = '\0';
-  for (int a = 0; a < kNumAlgos; a++) {
-    if (!allowed[a] || !algoSupports(f, a, nranks)) continue;
+  for (Algo a : kAlgos) {
+    if (!allowed[idx(a)] || !algoSupports(f, a, nranks)) continue;
     const double t = predictTimeUs(f, a, nranks, bytes, onDevice);
     if (why != nullptr && len >= 0 && size_t(len) < whyBytes) {
-      len += snprintf(why + len, whyBytes - size_t(len), " %s %.1f us", kAlgoNames[a], t);
+      len += snprintf(why + len, whyBytes - size_t(len), " %s %.1f us", kAlgoNames[idx(a)], t);
     }
-    if (t < best) best = t, algo = a;
+    if (t < best) best = t, algo = idx(a);
   }
-  if (algo >= 0 && nranks == 1) algo = kAlgoRing;  // one rank: a local copy whatever the name
+  // One rank: a local copy, whatever the name.
+  if (algo >= 0 && nranks == 1) algo = idx(Algo::kRing);
   return algo;
 }
 
@@ -261,23 +265,24 @@ tcclResult_t tuningCheckPeers(CommContext* comm) {
   return tcclSuccess;
 }
 
-tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, int* algo) {
+tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, Algo* algo) {
   const bool onDevice = comm->tuneDevice;
   // The log line costs a few formatted numbers: build it only when TUNING is on.
   char line[256];
   const bool logging = logEnabled(LogLevel::kInfo, kTuning);
-  *algo = chooseAlgorithm(comm->algoMask, f, comm->nranks, bytes, onDevice,
-                          logging ? line : nullptr, sizeof(line));
-  if (*algo < 0) {
+  const int chosen = chooseAlgorithm(comm->algoMask, f, comm->nranks, bytes, onDevice,
+                                     logging ? line : nullptr, sizeof(line));
+  if (chosen < 0) {
     TCCL_WARN("%s: TCCL_ALGO=%s leaves no algorithm for it (it runs on ring%s)",
               kCollTitles[collIndex(f)], getEnvString("TCCL_ALGO").c_str(),
               f == WorkFunc::kAllReduce ? ", tree or recdoubling"
               : (f == WorkFunc::kBroadcast || f == WorkFunc::kReduce) ? " or tree" : " only");
     return tcclInvalidUsage;
   }
+  *algo = kAlgos[chosen];
   if (logging) {
     TCCL_INFO(kTuning, "%s %zu bytes %d ranks %s:%s -> %s", kCollTitles[collIndex(f)], bytes,
-              comm->nranks, onDevice ? "device" : "host", line, kAlgoNames[*algo]);
+              comm->nranks, onDevice ? "device" : "host", line, kAlgoNames[chosen]);
   }
   return tcclSuccess;
 }

@@ -114,8 +114,8 @@ HostBackend itemBackend(const CommContext* comm, HostBackend be, int laneBase, c
 }  // namespace
 
 tcclResult_t startHostBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
-                            std::vector<uint32_t>* status, bool callerRuns) {
-  status->assign(batch.nItems, kWorkOk);
+                            std::vector<WorkStatus>* status, bool callerRuns) {
+  status->assign(batch.nItems, WorkStatus::kOk);
   if (batch.nItems == 0) return tcclSuccess;
   // Receives are posted before any item runs (MPI's pre-posted receives).
   for (int i = 0; i < batch.nItems; i++) prepostP2pRecv(batch, batch.items[i]);
@@ -125,7 +125,7 @@ tcclResult_t startHostBatch(CommContext* comm, LaunchState& launch, const WorkBa
   if (callerRuns) return tcclSuccess;  // finishHostBatch runs them, as fibers
   if (!launch.workers) launch.workers = std::make_unique<WorkerPool>(comm->rank);
   HostBackend be = hostBackend(comm, launch);
-  uint32_t* out = status->data();
+  WorkStatus* out = status->data();
   // The engine role ends on the thread whose item returns last, not in finishHostBatch: an
   // item may return with steps published but not sent (a staged send -- a reduction's, from
   // stage 2 on -- posts and goes on; a full socket keeps the steps in the FIFO), and the
@@ -160,7 +160,7 @@ namespace {
 /// finally sleeps where the bytes arrive (the engine's poll(), proxy.h) -- the ladder a pool
 /// thread climbs in waitAtLeast.
 tcclResult_t runItemsAsFibers(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
-                              std::vector<uint32_t>& status) {
+                              std::vector<WorkStatus>& status) {
   if (batch.nItems == 1) {
     // Stage 3: one item has nobody to yield to: it runs on this thread as a worker would
     // (waiting by the spin-yield-sleep ladder of waitAtLeast). A fiber switch costs a system
@@ -217,7 +217,7 @@ tcclResult_t runItemsAsFibers(CommContext* comm, LaunchState& launch, const Work
 }  // namespace
 
 tcclResult_t finishHostBatch(CommContext* comm, LaunchState& launch, const WorkBatch& batch,
-                             std::vector<uint32_t>& status, bool callerRuns) {
+                             std::vector<WorkStatus>& status, bool callerRuns) {
   if (batch.nItems == 0) return tcclSuccess;
   tcclResult_t res = tcclSuccess;
   if (callerRuns) {
@@ -229,24 +229,26 @@ tcclResult_t finishHostBatch(CommContext* comm, LaunchState& launch, const WorkB
   }
   if (res != tcclSuccess) return res;
   for (int i = 0; i < batch.nItems; i++) {
-    if (status[i] != kWorkOk && res == tcclSuccess) res = workStatusResult(status[i], batch.items[i]);
+    if (status[i] != WorkStatus::kOk && res == tcclSuccess) {
+      res = workStatusResult(status[i], batch.items[i]);
+    }
   }
   if (res == tcclSuccess) res = comm->checkAsyncError();
   return res;
 }
 
-tcclResult_t workStatusResult(uint32_t status, const WorkItem& item) {
+tcclResult_t workStatusResult(WorkStatus status, const WorkItem& item) {
   switch (status) {
-    case kWorkOk:
+    case WorkStatus::kOk:
       return tcclSuccess;
-    case kWorkAborted:
+    case WorkStatus::kAborted:
       TCCL_WARN("operation with rank %d aborted (communicator failed or was aborted)", item.peer);
       return tcclRemoteError;
-    case kWorkSizeMismatch:
+    case WorkStatus::kSizeMismatch:
       TCCL_WARN("message size mismatch with rank %d: the send and the receive counts differ",
                 item.peer);
       return tcclInvalidUsage;
-    case kWorkPeerClosed:
+    case WorkStatus::kPeerClosed:
       // A collective's item has two connections and its `peer` names neither: say both ends
       // (the wrong rank here sent learners after the wrong process).
       if (item.kind != WorkKind::kP2p && item.recvConn != nullptr && item.sendConn != nullptr) {
@@ -260,14 +262,14 @@ tcclResult_t workStatusResult(uint32_t status, const WorkItem& item) {
         TCCL_WARN("rank %d closed its connection while we still expected data", item.peer);
       }
       return tcclRemoteError;
-    case kWorkBadOp:
+    case WorkStatus::kBadOp:
       TCCL_WARN("reduction not available for this element type");
       return tcclInternalError;
-    case kWorkBadProto:  // stage 5: kernels only; here for completeness
+    case WorkStatus::kBadProto:  // stage 5: kernels only; here for completeness
       TCCL_WARN("an LL step on a connection without LL slots (a planner bug)");
       return tcclInternalError;
     default:
-      TCCL_WARN("unknown executor status %u", status);
+      TCCL_WARN("unknown executor status %u", static_cast<uint32_t>(status));
       return tcclInternalError;
   }
 }

@@ -134,7 +134,7 @@ int lookupAlgo(const std::string& name) {
   for (int a = 0; a < kNumAlgos; a++) {
     if (strcasecmp(name.c_str(), kAlgoNames[a]) == 0) return a;
   }
-  if (strcasecmp(name.c_str(), "rd") == 0) return kAlgoRecDoubling;
+  if (strcasecmp(name.c_str(), "rd") == 0) return idx(Algo::kRecDoubling);
   for (const char* f : kForeignAlgos) {
     if (strcasecmp(name.c_str(), f) == 0) return kForeign;
   }
@@ -210,7 +210,10 @@ tcclResult_t parseList(const ListKind& kind, const std::string& value, bool* row
 
 }  // namespace
 
-const char* algoName(int algo) { return algo >= 0 && algo < kNumAlgos ? kAlgoNames[algo] : "?"; }
+const char* algoName(Algo algo) {
+  const int a = idx(algo);
+  return a >= 0 && a < kNumAlgos ? kAlgoNames[a] : "?";
+}
 
 int collIndex(WorkFunc f) { return int(f) - int(WorkFunc::kAllReduce); }
 
@@ -239,49 +242,52 @@ tcclResult_t tuningInit(CommContext* comm) {
   return tcclSuccess;
 }
 
-const char* protoName(int proto) {
-  return proto >= 0 && proto < kNumProtos ? kProtoNames[proto] : "?";
+const char* protoName(WorkProto proto) {
+  const int p = idx(proto);
+  return p >= 0 && p < kNumProtos ? kProtoNames[p] : "?";
 }
 
-bool protoSupports(int algo, int proto, bool llAvailable) {
-  return proto == kProtoSimple || (proto == kProtoLL && llAvailable && kCostLL[algo].gbps > 0);
+bool protoSupports(Algo algo, WorkProto proto, bool llAvailable) {
+  return proto == WorkProto::kSimple ||
+         (proto == WorkProto::kLL && llAvailable && kCostLL[idx(algo)].gbps > 0);
 }
 
-bool algoSupports(WorkFunc f, int algo, int nranks) {
+bool algoSupports(WorkFunc f, Algo algo, int nranks) {
   switch (algo) {
-    case kAlgoRing:
+    case Algo::kRing:
       return true;
-    case kAlgoTree:
+    case Algo::kTree:
       return f == WorkFunc::kAllReduce || f == WorkFunc::kBroadcast || f == WorkFunc::kReduce;
-    case kAlgoRecDoubling:
+    case Algo::kRecDoubling:
       // Slots: the folding partner and one per step (device/rec_doubling.h).
       return f == WorkFunc::kAllReduce && 2 + 2 * log2Floor(nranks) <= kMaxWorkConns / 4;
   }
   return false;
 }
 
-double predictTimeUs(WorkFunc f, int algo, int n, size_t bytes, bool onDevice) {
-  return predictTimeUs(f, algo, kProtoSimple, n, bytes, onDevice);
+double predictTimeUs(WorkFunc f, Algo algo, int n, size_t bytes, bool onDevice) {
+  return predictTimeUs(f, algo, WorkProto::kSimple, n, bytes, onDevice);
 }
 
-double predictTimeUs(WorkFunc f, int algo, int proto, int n, size_t bytes, bool onDevice) {
-  const AlgoCost& k = proto == kProtoLL ? kCostLL[algo] : kCost[onDevice ? 1 : 0][algo];
+double predictTimeUs(WorkFunc f, Algo algo, WorkProto proto, int n, size_t bytes, bool onDevice) {
+  const int a = idx(algo);
+  const AlgoCost& k = proto == WorkProto::kLL ? kCostLL[a] : kCost[onDevice ? 1 : 0][a];
   double hops = 0, wire = 0;
   int depth = 0;  // of NCCL's binary tree: ceil(log2 n) (trees.h)
   while ((1 << depth) < n) depth++;
   const int p = 1 << log2Floor(n);
   switch (f) {
     case WorkFunc::kAllReduce:
-      if (algo == kAlgoRing) hops = 2.0 * (n - 1), wire = 2.0 * (n - 1) / n;
+      if (algo == Algo::kRing) hops = 2.0 * (n - 1), wire = 2.0 * (n - 1) / n;
       // Tree: an inner node sends S/2 up and S/2 to each of two children, and as a leaf of
       // the other tree S/2 up: 2 S. With two ranks there are no inner nodes: S.
-      if (algo == kAlgoTree) hops = 2.0 * depth, wire = n == 2 ? 1.0 : 2.0;
-      if (algo == kAlgoRecDoubling) hops = wire = log2Floor(n) + (n != p ? 2.0 : 0.0);
+      if (algo == Algo::kTree) hops = 2.0 * depth, wire = n == 2 ? 1.0 : 2.0;
+      if (algo == Algo::kRecDoubling) hops = wire = log2Floor(n) + (n != p ? 2.0 : 0.0);
       break;
     case WorkFunc::kBroadcast:
     case WorkFunc::kReduce:
-      if (algo == kAlgoRing) hops = n - 1.0, wire = 1.0;
-      if (algo == kAlgoTree) hops = depth, wire = 2.0;
+      if (algo == Algo::kRing) hops = n - 1.0, wire = 1.0;
+      if (algo == Algo::kTree) hops = depth, wire = 2.0;
       break;
     case WorkFunc::kAllGather:
     case WorkFunc::kReduceScatter:
@@ -297,36 +303,37 @@ double predictTimeUs(WorkFunc f, int algo, int proto, int n, size_t bytes, bool 
 int chooseAlgorithm(const AlgoMask& mask, WorkFunc f, int nranks, size_t bytes, bool onDevice,
                     char* why, size_t whyBytes) {
   ProtoMask simple{};
-  for (auto& row : simple.allowed) row[kProtoSimple] = true;
-  int proto = 0;
+  for (auto& row : simple.allowed) row[idx(WorkProto::kSimple)] = true;
+  WorkProto proto = WorkProto::kSimple;
   return chooseAlgorithm(mask, simple, f, nranks, bytes, onDevice, /*llAvailable=*/false, &proto,
                          why, whyBytes);
 }
 
 int chooseAlgorithm(const AlgoMask& mask, const ProtoMask& protos, WorkFunc f, int nranks,
-                    size_t bytes, bool onDevice, bool llAvailable, int* proto, char* why,
+                    size_t bytes, bool onDevice, bool llAvailable, WorkProto* proto, char* why,
                     size_t whyBytes) {
   const bool* allowed = mask.allowed[collIndex(f)];
   const bool* allowedProto = protos.allowed[collIndex(f)];
-  *proto = kProtoSimple;
+  *proto = WorkProto::kSimple;
   if (why != nullptr && whyBytes > 0) why[0] = '\0';
   // >>> exercise 5.1: the cheapest algorithm and protocol
   double best = INFINITY;
   int algo = -1;
   int len = 0;  // of the `why` text so far
-  for (int a = 0; a < kNumAlgos; a++) {
-    if (!allowed[a] || !algoSupports(f, a, nranks)) continue;
-    for (int p = 0; p < kNumProtos; p++) {
-      if (!allowedProto[p] || !protoSupports(a, p, llAvailable && onDevice)) continue;
+  for (Algo a : kAlgos) {
+    if (!allowed[idx(a)] || !algoSupports(f, a, nranks)) continue;
+    for (WorkProto p : kProtos) {
+      if (!allowedProto[idx(p)] || !protoSupports(a, p, llAvailable && onDevice)) continue;
       const double t = predictTimeUs(f, a, p, nranks, bytes, onDevice);
       if (why != nullptr && len >= 0 && size_t(len) < whyBytes) {
-        len += snprintf(why + len, whyBytes - size_t(len), " %s%s %.1f us", kAlgoNames[a],
-                        p == kProtoLL ? "/ll" : "", t);
+        len += snprintf(why + len, whyBytes - size_t(len), " %s%s %.1f us", kAlgoNames[idx(a)],
+                        p == WorkProto::kLL ? "/ll" : "", t);
       }
-      if (t < best) best = t, algo = a, *proto = p;
+      if (t < best) best = t, algo = idx(a), *proto = p;
     }
   }
-  if (algo >= 0 && nranks == 1) algo = kAlgoRing, *proto = kProtoSimple;  // a local copy
+  // One rank: a local copy, whatever the name.
+  if (algo >= 0 && nranks == 1) algo = idx(Algo::kRing), *proto = WorkProto::kSimple;
   return algo;
   // <<< exercise 5.1
 }
@@ -371,8 +378,8 @@ tcclResult_t tuningCheckPeers(CommContext* comm, bool llReach) {
   return tcclSuccess;
 }
 
-tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, bool onDevice, int* algo,
-                             int* proto) {
+tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, bool onDevice,
+                             Algo* algo, WorkProto* proto) {
   const bool tuneDevice = comm->tuneDevice;
   // The log line costs a few formatted numbers: build it only when TUNING is on.
   char line[320];
@@ -382,13 +389,14 @@ tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, bool o
   // may be null, which classify as host memory).
   static const ProtoMask kEveryProto = [] {
     ProtoMask m{};
-    for (auto& row : m.allowed) row[kProtoSimple] = row[kProtoLL] = true;
+    for (auto& row : m.allowed) row[idx(WorkProto::kSimple)] = row[idx(WorkProto::kLL)] = true;
     return m;
   }();
-  *algo = chooseAlgorithm(comm->algoMask, bytes == 0 ? kEveryProto : comm->protoMask, f,
-                          comm->nranks, bytes, tuneDevice, comm->llAvailable && onDevice, proto,
-                          logging ? line : nullptr, sizeof(line));
-  if (*algo < 0) {
+  const int chosen =
+      chooseAlgorithm(comm->algoMask, bytes == 0 ? kEveryProto : comm->protoMask, f, comm->nranks,
+                      bytes, tuneDevice, comm->llAvailable && onDevice, proto,
+                      logging ? line : nullptr, sizeof(line));
+  if (chosen < 0) {
     const std::string protos = getEnvString("TCCL_PROTO");
     if (!protos.empty()) {
       // Stage 5: TCCL_PROTO may leave only LL, which this call cannot use.
@@ -404,10 +412,11 @@ tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, bool o
               : (f == WorkFunc::kBroadcast || f == WorkFunc::kReduce) ? " or tree" : " only");
     return tcclInvalidUsage;
   }
+  *algo = kAlgos[chosen];
   if (logging) {
     TCCL_INFO(kTuning, "%s %zu bytes %d ranks %s:%s -> %s/%s", kCollTitles[collIndex(f)], bytes,
-              comm->nranks, tuneDevice ? "device" : "host", line, kAlgoNames[*algo],
-              kProtoNames[*proto]);
+              comm->nranks, tuneDevice ? "device" : "host", line, kAlgoNames[chosen],
+              kProtoNames[idx(*proto)]);
   }
   return tcclSuccess;
 }

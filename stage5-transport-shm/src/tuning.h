@@ -59,13 +59,13 @@ namespace tccl {
 struct CommContext;
 
 /// "ring", "tree", "recdoubling".
-const char* algoName(int algo);
+const char* algoName(Algo algo);
 
 /// The row of a collective in the masks (algo_mask.h): 0 for AllReduce ... 4 for Reduce.
 int collIndex(WorkFunc f);
 
 /// "simple", "ll".
-const char* protoName(int proto);
+const char* protoName(WorkProto proto);
 
 /// Parses a TCCL_ALGO value (empty: everything allowed). On error returns tcclInvalidArgument
 /// with the reason in *why.
@@ -80,26 +80,28 @@ tcclResult_t parseProtoList(const std::string& value, ProtoMask* out, std::strin
 tcclResult_t tuningInit(CommContext* comm);
 
 /// Whether `algo` has an implementation for `f` on n ranks.
-bool algoSupports(WorkFunc f, int algo, int nranks);
+bool algoSupports(WorkFunc f, Algo algo, int nranks);
 
 /// Stage 5: whether `algo` runs on `proto` (LL: ring and recursive doubling, in kernels,
 /// when llAvailable).
-bool protoSupports(int algo, int proto, bool llAvailable);
+bool protoSupports(Algo algo, WorkProto proto, bool llAvailable);
 
 /// The model's prediction, in microseconds (bytes: the call's total, as NCCL's nBytes: the
 /// buffer of AllReduce/Broadcast/Reduce, nranks blocks for AllGather/ReduceScatter), for the
 /// Simple protocol, or (stage 5) for `proto`.
-double predictTimeUs(WorkFunc f, int algo, int nranks, size_t bytes, bool onDevice);
-double predictTimeUs(WorkFunc f, int algo, int proto, int nranks, size_t bytes, bool onDevice);
+double predictTimeUs(WorkFunc f, Algo algo, int nranks, size_t bytes, bool onDevice);
+double predictTimeUs(WorkFunc f, Algo algo, WorkProto proto, int nranks, size_t bytes,
+                     bool onDevice);
 
-/// The cheapest algorithm `mask` allows for this call, or -1 when it allows none. `why` (may be
-/// null) receives the predictions, " ring 66.0 us tree 54.0 us ...", for the TUNING log. The
-/// first form chooses among Simple algorithms; the second (stage 5) among (algorithm,
-/// protocol) pairs, LL included when llAvailable, and returns the protocol in *proto.
+/// The cheapest algorithm `mask` allows for this call, as an index (kAlgos[i] is the Algo), or
+/// -1 when it allows none. `why` (may be null) receives the predictions, " ring 66.0 us tree
+/// 54.0 us ...", for the TUNING log. The first form chooses among Simple algorithms; the
+/// second (stage 5) among (algorithm, protocol) pairs, LL included when llAvailable, and
+/// returns the protocol in *proto.
 int chooseAlgorithm(const AlgoMask& mask, WorkFunc f, int nranks, size_t bytes, bool onDevice,
                     char* why, size_t whyBytes);
 int chooseAlgorithm(const AlgoMask& mask, const ProtoMask& protos, WorkFunc f, int nranks,
-                    size_t bytes, bool onDevice, bool llAvailable, int* proto, char* why,
+                    size_t bytes, bool onDevice, bool llAvailable, WorkProto* proto, char* why,
                     size_t whyBytes);
 
 /// After the peers are known: checks that every rank has the same TCCL_ALGO (and TCCL_PROTO),
@@ -110,8 +112,8 @@ tcclResult_t tuningCheckPeers(CommContext* comm, bool llReach);
 
 /// Picks the algorithm and (stage 5) the protocol for one call, whose buffers are on the
 /// device or not (and logs the decision under TUNING).
-tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, bool onDevice, int* algo,
-                             int* proto);
+tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, bool onDevice,
+                             Algo* algo, WorkProto* proto);
 
 }  // namespace tccl
 

@@ -17,11 +17,23 @@
 #ifndef TCCL_ALGO_MASK_H_
 #define TCCL_ALGO_MASK_H_
 
+#include "device/work.h"  // WorkProto (stage 5)
+
 namespace tccl {
 
-enum Algo : int { kAlgoRing = 0, kAlgoTree = 1, kAlgoRecDoubling = 2, kNumAlgos = 3 };
+/// The algorithms, as NCCL_ALGO_RING and NCCL_ALGO_TREE (recursive doubling is tccl's): dense
+/// from 0 and listed in kAlgos in that order, so idx(a) indexes the masks and the cost table.
+enum class Algo : int { kRing = 0, kTree = 1, kRecDoubling = 2 };
+constexpr int kNumAlgos = 3;
+constexpr Algo kAlgos[kNumAlgos] = {Algo::kRing, Algo::kTree, Algo::kRecDoubling};
+constexpr int idx(Algo a) { return static_cast<int>(a); }  // an algorithm as an array index
+
 constexpr int kNumCollFuncs = 5;  // AllReduce, AllGather, ReduceScatter, Broadcast, Reduce
-constexpr int kNumProtos = 2;     // WorkProto: Simple, LL (stage 5)
+
+/// Stage 5: the protocols (device/work.h), listed in idx order as kAlgos lists the algorithms.
+constexpr int kNumProtos = 2;
+constexpr WorkProto kProtos[kNumProtos] = {WorkProto::kSimple, WorkProto::kLL};
+constexpr int idx(WorkProto p) { return static_cast<int>(p); }  // a protocol as an array index
 
 /// Which algorithms each collective may use: allowed[coll][algo], coll = collIndex(func).
 struct AlgoMask {

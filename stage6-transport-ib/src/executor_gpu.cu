@@ -196,7 +196,7 @@ tcclResult_t launchGpuBatch(CommContext* comm, LaunchState& launch, const WorkBa
   bool anyLL = false;
   for (int i = 0; i < batch.nElems; i++) {
     const WorkElem& e = batch.elems[i];
-    anyLL = anyLL || e.proto == kProtoLL;
+    anyLL = anyLL || e.proto == WorkProto::kLL;
     const bool reducing = e.func == WorkFunc::kAllReduce || e.func == WorkFunc::kReduceScatter ||
                           e.func == WorkFunc::kReduce;
     if (reducing && e.dtype < kNumDevTypes) types |= 1u << e.dtype;

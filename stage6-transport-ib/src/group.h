@@ -20,6 +20,7 @@
 
 #include <vector>
 
+#include "algo_mask.h"
 #include "core.h"
 #include "device/work.h"
 #include "red_op.h"
@@ -46,8 +47,8 @@ struct CollTask {
   const void* sendbuff;
   void* recvbuff;
   size_t count;  // elements (per rank for AllGather / ReduceScatter)
-  int algo = 0;  // the algorithm chosen at launch (tuning.h; stage 3)
-  int proto = 0;  // and its protocol (WorkProto; stage 5)
+  Algo algo = Algo::kRing;  // the algorithm chosen at launch (tuning.h; stage 3)
+  WorkProto proto = WorkProto::kSimple;  // and its protocol (stage 5)
 };
 
 /// Names of a collective's parts, as logs and step traces show them (collectives.cc).

@@ -78,7 +78,7 @@ struct Phase {
   std::vector<std::pair<int, Connector*>> tableConns;
   int nConns = 0;  // entries of batch.conns used
   std::vector<DeviceCopy> deviceCopies;  // run before the batch's kernel (stage 5)
-  std::vector<uint32_t> status;
+  std::vector<WorkStatus> status;  // one per item, from the host executors (kernels: devStatus)
   bool started = false;
 };
 

@@ -57,7 +57,7 @@ constexpr size_t kTreeUpDownMaxBytes = 64 << 10;
 
 /// What a shape is: (algo, func, root). AllReduce has no root: kNoRoot, or kSingleTree for a
 /// small all-reduce on the tree.
-using ShapeKey = std::tuple<int, int, int>;
+using ShapeKey = std::tuple<Algo, int, int>;
 constexpr int kNoRoot = -1, kSingleTree = -2;
 
 struct Shape {
@@ -94,11 +94,11 @@ tcclResult_t addTreeItems(ConnectorTable& connectors, bool onDevice, Phase& phas
   const bool down = func != WorkFunc::kReduce;     // AllReduce and Broadcast come down
   std::vector<Connector*> slots(kTreeSlots, nullptr);
   if (upDown) {  // every connection of the node, in one item; the root's parent slots stay null
-    slots[kTreeRecvParent] = conn(node.parent, false);
-    slots[kTreeSendParent] = conn(node.parent, true);
+    slots[idx(TreeSlot::kRecvParent)] = conn(node.parent, false);
+    slots[idx(TreeSlot::kSendParent)] = conn(node.parent, true);
     for (int i = 0; i < 2; i++) {
-      slots[kTreeRecvChild0 + i] = conn(node.child[i], false);
-      slots[kTreeSendChild0 + i] = conn(node.child[i], true);
+      slots[idx(treeRecvChild(i))] = conn(node.child[i], false);
+      slots[idx(treeSendChild(i))] = conn(node.child[i], true);
     }
     const int peer = !node.isRoot()       ? node.parent
                      : node.child[0] >= 0 ? node.child[0]
@@ -107,21 +107,21 @@ tcclResult_t addTreeItems(ConnectorTable& connectors, bool onDevice, Phase& phas
   }
   if (node.isRoot()) {
     for (int i = 0; i < 2; i++) {
-      if (up) slots[kTreeRecvChild0 + i] = conn(node.child[i], false);
-      if (down) slots[kTreeSendChild0 + i] = conn(node.child[i], true);
+      if (up) slots[idx(treeRecvChild(i))] = conn(node.child[i], false);
+      if (down) slots[idx(treeSendChild(i))] = conn(node.child[i], true);
     }
     return addTableItem(phase, WorkKind::kTreeRoot, node.child[0] >= 0 ? node.child[0] : node.child[1],
                         t, slots, elems.start, elems.count);
   }
   if (up) {
-    for (int i = 0; i < 2; i++) slots[kTreeRecvChild0 + i] = conn(node.child[i], false);
-    slots[kTreeSendParent] = conn(node.parent, true);
+    for (int i = 0; i < 2; i++) slots[idx(treeRecvChild(i))] = conn(node.child[i], false);
+    slots[idx(TreeSlot::kSendParent)] = conn(node.parent, true);
     TCCL_CHECK(addTableItem(phase, WorkKind::kTreeUp, node.parent, t, slots, elems.start, elems.count));
     slots.assign(kTreeSlots, nullptr);
   }
   if (down) {
-    slots[kTreeRecvParent] = conn(node.parent, false);
-    for (int i = 0; i < 2; i++) slots[kTreeSendChild0 + i] = conn(node.child[i], true);
+    slots[idx(TreeSlot::kRecvParent)] = conn(node.parent, false);
+    for (int i = 0; i < 2; i++) slots[idx(treeSendChild(i))] = conn(node.child[i], true);
     TCCL_CHECK(addTableItem(phase, WorkKind::kTreeDown, node.parent, t, slots, elems.start, elems.count));
   }
   return tcclSuccess;
@@ -180,12 +180,12 @@ tcclResult_t planTree(const CommContext* comm, ConnectorTable& connectors, CommP
   std::vector<Shape> shapes;
   std::map<ShapeKey, size_t> index;
   for (const CollTask& t : plan.tasks->colls) {
-    if (t.algo == kAlgoRing) continue;
+    if (t.algo == Algo::kRing) continue;
     if (t.count == 0) continue;  // stage 5: nothing moves, nothing runs (plan_ring.cc)
     WorkElem e;
     TCCL_CHECK(makeCollElem(t, plan.onDevice, &e));
     // The double tree cuts all-reduce in two halves, one per tree; the others run whole.
-    const bool treeAllReduce = t.algo == kAlgoTree && t.func == WorkFunc::kAllReduce;
+    const bool treeAllReduce = t.algo == Algo::kTree && t.func == WorkFunc::kAllReduce;
     const bool small = t.count * typeSize(t.dtype) <= kTreeUpDownMaxBytes;
     e.nChannels = treeAllReduce && !small ? 2 : 1;
     const bool rooted = t.func == WorkFunc::kBroadcast || t.func == WorkFunc::kReduce;
@@ -206,7 +206,7 @@ tcclResult_t planTree(const CommContext* comm, ConnectorTable& connectors, CommP
       ElemRange elems;
       TCCL_CHECK(appendElems(phase, shapes[i].elems, &elems));
       // A tree that does not span the ranks would hang or crash the executors: refuse it.
-      if (algo == kAlgoTree) {
+      if (algo == Algo::kTree) {
         const bool dtree = WorkFunc(func) == WorkFunc::kAllReduce && root == kNoRoot;
         const int tt = dtree ? 2 : 1;
         for (int t = 0; t < tt; t++) {
@@ -221,7 +221,7 @@ tcclResult_t planTree(const CommContext* comm, ConnectorTable& connectors, CommP
           }
         }
       }
-      if (algo == kAlgoRecDoubling) {
+      if (algo == Algo::kRecDoubling) {
         TCCL_CHECK(addRecDoublingItem(comm, connectors, plan.onDevice, phase, channel, elems));
       } else if (root == kSingleTree) {
         TCCL_CHECK(addTreeItems(connectors, plan.onDevice, phase, WorkFunc(func),

@@ -53,11 +53,11 @@ tcclResult_t CommContext::checkAsyncError() {
   if (abortFlag == nullptr) return tcclResult_t(err);  // (stage 7: a failed non-blocking init)
   if (err == tcclSuccess && cudaDev >= 0 && memcmp(devStatus, kAllOk, sizeof kAllOk) != 0) {
     for (int i = 0; i < kMaxWorkItems; i++) {
-      if (devStatus[i] != kWorkOk) {
-        const uint32_t st = devStatus[i];
-        err = st == kWorkSizeMismatch ? tcclInvalidUsage : tcclRemoteError;
+      const auto st = static_cast<WorkStatus>(devStatus[i]);  // a kernel's word (work.h)
+      if (st != WorkStatus::kOk) {
+        err = st == WorkStatus::kSizeMismatch ? tcclInvalidUsage : tcclRemoteError;
         // (Stage 5: a reduction or a protocol the kernel lacks is tccl's bug, not a peer's.)
-        if (st == kWorkBadOp || st == kWorkBadProto) err = tcclInternalError;
+        if (st == WorkStatus::kBadOp || st == WorkStatus::kBadProto) err = tcclInternalError;
         break;
       }
     }

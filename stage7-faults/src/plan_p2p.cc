@@ -79,7 +79,7 @@ int addPeerElems(const CommContext* comm, bool onDevice, Phase& phase,
     // Stage 5: small messages go by LL, in one part (an LL step is 32 KiB: a message below
     // the threshold gains nothing from more blocks, whatever TCCL_P2P_LL_THRESHOLD says).
     if (onDevice && comm->llAvailable && int64_t(e.count) <= tcclParamP2pLLThreshold()) {
-      e.proto = kProtoLL;
+      e.proto = WorkProto::kLL;
       e.nChannels = 1;
     }
     channels = std::max(channels, e.nChannels);

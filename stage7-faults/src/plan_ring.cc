@@ -98,8 +98,8 @@ tcclResult_t makeCollElem(const CollTask& t, bool onDevice, WorkElem* out) {
   e.chunkBytes = int32_t(std::min<uint64_t>(stepBytes * kChunkSteps, 1u << 30) / 16 * 16);
   // Stage 5, LL: a chunk is one step (32 KiB), as NCCL's LL chunkSize = stepSize: the steps
   // are small, so a chunk of several would only delay the next rank's start.
-  e.proto = uint8_t(t.proto);
-  if (t.proto == kProtoLL) e.chunkBytes = int32_t(kLLStepBytes);
+  e.proto = t.proto;
+  if (t.proto == WorkProto::kLL) e.chunkBytes = int32_t(kLLStepBytes);
   *out = e;
   return tcclSuccess;
 }
@@ -110,7 +110,7 @@ tcclResult_t planRing(const CommContext* comm, ConnectorTable& connectors, CommP
   std::vector<DeviceCopy> copies;
   int usedChannels = 1;
   for (const CollTask& t : plan.tasks->colls) {
-    if (t.algo != kAlgoRing) continue;  // stage 3: planTree takes the others
+    if (t.algo != Algo::kRing) continue;  // stage 3: planTree takes the others
     // Stage 5: nothing moves (the count is the same on every rank), so there is nothing to
     // run, on the host or on the GPU; a group with nothing else then neither launches nor
     // waits for the stream (a zero-byte call took 4 us at one rank, NCCL's 0.2).
@@ -124,7 +124,7 @@ tcclResult_t planRing(const CommContext* comm, ConnectorTable& connectors, CommP
       continue;
     }
     e.nChannels = channelsFor(comm, t.count * typeSize(t.dtype), maxChannels,
-                              t.proto == kProtoLL ? kLLMinChannelBytes : kMinChannelBytes);
+                              t.proto == WorkProto::kLL ? kLLMinChannelBytes : kMinChannelBytes);
     usedChannels = std::max(usedChannels, e.nChannels);
     elems.push_back(e);
   }

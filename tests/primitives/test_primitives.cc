@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <ostream>
 #include <thread>
 #include <vector>
 
@@ -26,6 +27,11 @@
 #include "host_backend.h"
 
 namespace tccl {
+
+// A failed comparison shows the status by its number (work.h lists them): an enum class has
+// no operator<< for GoogleTest to use, which would otherwise print its raw bytes.
+void PrintTo(WorkStatus s, std::ostream* os) { *os << "WorkStatus " << uint32_t(s); }
+
 namespace {
 
 struct NoKick : Kickable {
@@ -73,19 +79,19 @@ TEST_P(PrimitivesTest, SendRecvReduceSendRecv) {
     HostBackend be = backend();
     Prims p(be, nullptr, &sendSide1);
     EXPECT_TRUE(p.send(a.data(), n));
-    EXPECT_EQ(p.finish(), kWorkOk);
+    EXPECT_EQ(p.finish(), WorkStatus::kOk);
   });
   std::thread tb([&] {
     HostBackend be = backend();
     Prims p(be, &recvSide1, &sendSide2);
     EXPECT_TRUE(p.recvReduceSend(b.data(), n));  // a + b goes on
-    EXPECT_EQ(p.finish(), kWorkOk);
+    EXPECT_EQ(p.finish(), WorkStatus::kOk);
   });
   std::thread tc([&] {
     HostBackend be = backend();
     Prims p(be, &recvSide2, nullptr);
     EXPECT_TRUE(p.recv(out.data(), n));
-    EXPECT_EQ(p.finish(), kWorkOk);
+    EXPECT_EQ(p.finish(), WorkStatus::kOk);
   });
   ta.join();
   tb.join();
@@ -159,7 +165,7 @@ TEST(PrimitivesErrors, SizeMismatchIsReported) {
   HostBackend be{&abortFlag, &signal, &noKick};
   Prims p(be, &r, nullptr);
   EXPECT_FALSE(p.recv(out.data(), 12));  // expects 96 bytes
-  EXPECT_EQ(p.finish(), kWorkSizeMismatch);
+  EXPECT_EQ(p.finish(), WorkStatus::kSizeMismatch);
   producer.join();
 }
 
@@ -180,7 +186,7 @@ TEST(PrimitivesErrors, AbortReleasesAWaitingReceiver) {
   HostBackend be{&abortFlag, &signal, &noKick};
   Prims p(be, &r, nullptr);
   EXPECT_FALSE(p.recv(out.data(), 4));
-  EXPECT_EQ(p.finish(), kWorkAborted);
+  EXPECT_EQ(p.finish(), WorkStatus::kAborted);
   aborter.join();
 }
 
@@ -199,7 +205,7 @@ TEST(PrimitivesErrors, PeerClosedReleasesAWaitingReceiver) {
   HostBackend be{&abortFlag, &signal, &noKick};
   Prims p(be, &r, nullptr);
   EXPECT_FALSE(p.recv(out.data(), 4));
-  EXPECT_EQ(p.finish(), kWorkPeerClosed);
+  EXPECT_EQ(p.finish(), WorkStatus::kPeerClosed);
   closer.join();
 }
 

@@ -13,11 +13,16 @@
  */
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 
 #include "tuning.h"
 
 namespace tccl {
+
+// A failed comparison names the protocol (an enum class has no operator<< for GoogleTest).
+void PrintTo(WorkProto p, std::ostream* os) { *os << protoName(p); }
+
 namespace {
 
 const int kAR = 0, kAG = 1, kBC = 3;  // collIndex of the collectives used below
@@ -38,20 +43,20 @@ ProtoMask parsedProto(const std::string& value) {
 
 TEST(ProtoList, ListsExclusionsSectionsAndErrors) {
   ProtoMask m = parsedProto("");
-  for (auto& row : m.allowed) EXPECT_TRUE(row[kProtoSimple] && row[kProtoLL]);
+  for (auto& row : m.allowed) EXPECT_TRUE(row[idx(WorkProto::kSimple)] && row[idx(WorkProto::kLL)]);
   m = parsedProto("LL");
-  EXPECT_TRUE(m.allowed[kAR][kProtoLL]);
-  EXPECT_FALSE(m.allowed[kAR][kProtoSimple]);
+  EXPECT_TRUE(m.allowed[kAR][idx(WorkProto::kLL)]);
+  EXPECT_FALSE(m.allowed[kAR][idx(WorkProto::kSimple)]);
   m = parsedProto("^ll");
-  EXPECT_FALSE(m.allowed[kBC][kProtoLL]);
-  EXPECT_TRUE(m.allowed[kBC][kProtoSimple]);
+  EXPECT_FALSE(m.allowed[kBC][idx(WorkProto::kLL)]);
+  EXPECT_TRUE(m.allowed[kBC][idx(WorkProto::kSimple)]);
   m = parsedProto("allreduce:ll;broadcast:simple");
-  EXPECT_FALSE(m.allowed[kAR][kProtoSimple]);
-  EXPECT_FALSE(m.allowed[kBC][kProtoLL]);
-  EXPECT_TRUE(m.allowed[kAG][kProtoLL] && m.allowed[kAG][kProtoSimple]);
+  EXPECT_FALSE(m.allowed[kAR][idx(WorkProto::kSimple)]);
+  EXPECT_FALSE(m.allowed[kBC][idx(WorkProto::kLL)]);
+  EXPECT_TRUE(m.allowed[kAG][idx(WorkProto::kLL)] && m.allowed[kAG][idx(WorkProto::kSimple)]);
   m = parsedProto("LL128,Simple");  // NCCL's LL128: accepted, never chosen
-  EXPECT_TRUE(m.allowed[kAR][kProtoSimple]);
-  EXPECT_FALSE(m.allowed[kAR][kProtoLL]);
+  EXPECT_TRUE(m.allowed[kAR][idx(WorkProto::kSimple)]);
+  EXPECT_FALSE(m.allowed[kAR][idx(WorkProto::kLL)]);
   for (const char* bad : {"bogus", "ll,", "allreduce:fast", "tree"}) {
     std::string why;
     EXPECT_EQ(parseProtoList(bad, &m, &why), tcclInvalidArgument) << bad;
@@ -60,7 +65,7 @@ TEST(ProtoList, ListsExclusionsSectionsAndErrors) {
 }
 
 TEST(CostModel, ProtocolChoice) {
-  int proto = -1;
+  WorkProto proto = WorkProto::kSimple;
   auto pick = [&](WorkFunc f, int n, size_t bytes, bool ll, const std::string& algos = "",
                   const std::string& protos = "") {
     return chooseAlgorithm(parsed(algos), parsedProto(protos), f, n, bytes, /*onDevice=*/true, ll,
@@ -69,29 +74,29 @@ TEST(CostModel, ProtocolChoice) {
   // Without LL (host buffers, a peer over the network) every choice is Simple.
   for (size_t bytes : {size_t(8), size_t(64) << 20}) {
     EXPECT_GE(pick(WorkFunc::kAllReduce, 4, bytes, false), 0);
-    EXPECT_EQ(proto, int(kProtoSimple)) << bytes;
+    EXPECT_EQ(proto, WorkProto::kSimple) << bytes;
   }
   // With it, small messages take LL and large ones Simple: its flags halve the bandwidth.
   for (int n : {2, 4, 5}) {
     EXPECT_GE(pick(WorkFunc::kAllReduce, n, 8, true), 0);
-    EXPECT_EQ(proto, int(kProtoLL)) << n << " ranks, 8 B";
+    EXPECT_EQ(proto, WorkProto::kLL) << n << " ranks, 8 B";
     EXPECT_GE(pick(WorkFunc::kAllReduce, n, size_t(256) << 20, true), 0);
-    EXPECT_EQ(proto, int(kProtoSimple)) << n << " ranks, 256 MiB";
+    EXPECT_EQ(proto, WorkProto::kSimple) << n << " ranks, 256 MiB";
     EXPECT_GE(pick(WorkFunc::kAllGather, n, 8, true), 0);
-    EXPECT_EQ(proto, int(kProtoLL)) << n << " ranks, all-gather 8 B";
+    EXPECT_EQ(proto, WorkProto::kLL) << n << " ranks, all-gather 8 B";
   }
   // The trees have no LL: forced together, nothing is left.
   EXPECT_EQ(pick(WorkFunc::kAllReduce, 4, 8, true, "tree", "ll"), -1);
-  EXPECT_EQ(pick(WorkFunc::kAllReduce, 4, 8, true, "tree"), int(kAlgoTree));
-  EXPECT_EQ(proto, int(kProtoSimple));
+  EXPECT_EQ(pick(WorkFunc::kAllReduce, 4, 8, true, "tree"), idx(Algo::kTree));
+  EXPECT_EQ(proto, WorkProto::kSimple);
   // TCCL_PROTO=LL where LL cannot run: nothing is left either.
   EXPECT_EQ(pick(WorkFunc::kAllReduce, 4, 8, false, "", "ll"), -1);
   // Forcing LL wins over the model at any size.
-  EXPECT_EQ(pick(WorkFunc::kAllReduce, 4, size_t(256) << 20, true, "ring", "ll"), int(kAlgoRing));
-  EXPECT_EQ(proto, int(kProtoLL));
+  EXPECT_EQ(pick(WorkFunc::kAllReduce, 4, size_t(256) << 20, true, "ring", "ll"), idx(Algo::kRing));
+  EXPECT_EQ(proto, WorkProto::kLL);
   // One rank: a local copy, Simple.
-  EXPECT_EQ(pick(WorkFunc::kAllReduce, 1, 8, true), int(kAlgoRing));
-  EXPECT_EQ(proto, int(kProtoSimple));
+  EXPECT_EQ(pick(WorkFunc::kAllReduce, 1, 8, true), idx(Algo::kRing));
+  EXPECT_EQ(proto, WorkProto::kSimple);
 }
 
 }  // namespace

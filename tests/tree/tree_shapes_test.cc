@@ -89,28 +89,28 @@ TEST(AlgoList, ListsExclusionsAndSections) {
     for (bool a : row) EXPECT_TRUE(a);
   }
   m = parsed("tree");
-  EXPECT_TRUE(m.allowed[kAR][kAlgoTree]);
-  EXPECT_FALSE(m.allowed[kAR][kAlgoRing]);
-  EXPECT_FALSE(m.allowed[kAG][kAlgoRing]);  // nothing left for AllGather: an error per call
+  EXPECT_TRUE(m.allowed[kAR][idx(Algo::kTree)]);
+  EXPECT_FALSE(m.allowed[kAR][idx(Algo::kRing)]);
+  EXPECT_FALSE(m.allowed[kAG][idx(Algo::kRing)]);  // nothing left for AllGather: an error per call
   m = parsed("^Tree");
-  EXPECT_FALSE(m.allowed[kAR][kAlgoTree]);
-  EXPECT_TRUE(m.allowed[kAR][kAlgoRing]);
-  EXPECT_TRUE(m.allowed[kAR][kAlgoRecDoubling]);
+  EXPECT_FALSE(m.allowed[kAR][idx(Algo::kTree)]);
+  EXPECT_TRUE(m.allowed[kAR][idx(Algo::kRing)]);
+  EXPECT_TRUE(m.allowed[kAR][idx(Algo::kRecDoubling)]);
   m = parsed("RING , rd");
-  EXPECT_TRUE(m.allowed[kAR][kAlgoRing]);
-  EXPECT_TRUE(m.allowed[kAR][kAlgoRecDoubling]);
-  EXPECT_FALSE(m.allowed[kAR][kAlgoTree]);
+  EXPECT_TRUE(m.allowed[kAR][idx(Algo::kRing)]);
+  EXPECT_TRUE(m.allowed[kAR][idx(Algo::kRecDoubling)]);
+  EXPECT_FALSE(m.allowed[kAR][idx(Algo::kTree)]);
   // NCCL 2.24's per-collective form; collectives not named keep everything.
   m = parsed("allreduce:tree;broadcast:ring");
-  EXPECT_TRUE(m.allowed[kAR][kAlgoTree]);
-  EXPECT_FALSE(m.allowed[kAR][kAlgoRing]);
-  EXPECT_TRUE(m.allowed[kBC][kAlgoRing]);
-  EXPECT_FALSE(m.allowed[kBC][kAlgoTree]);
-  EXPECT_TRUE(m.allowed[kRed][kAlgoTree]);
+  EXPECT_TRUE(m.allowed[kAR][idx(Algo::kTree)]);
+  EXPECT_FALSE(m.allowed[kAR][idx(Algo::kRing)]);
+  EXPECT_TRUE(m.allowed[kBC][idx(Algo::kRing)]);
+  EXPECT_FALSE(m.allowed[kBC][idx(Algo::kTree)]);
+  EXPECT_TRUE(m.allowed[kRed][idx(Algo::kTree)]);
   // NCCL's names that tccl does not have are accepted and allow nothing.
   m = parsed("nvls,ring");
-  EXPECT_TRUE(m.allowed[kAR][kAlgoRing]);
-  EXPECT_FALSE(m.allowed[kAR][kAlgoTree]);
+  EXPECT_TRUE(m.allowed[kAR][idx(Algo::kRing)]);
+  EXPECT_FALSE(m.allowed[kAR][idx(Algo::kTree)]);
 }
 
 TEST(AlgoList, UnknownNamesAreErrors) {
@@ -134,34 +134,34 @@ int choose(WorkFunc f, int n, size_t bytes, const std::string& mask = "") {
 TEST(CostModel, ChoicesAtFixedPoints) {
   // Latency: 8 bytes never goes around the ring beyond 2 ranks.
   for (int n : {2, 4, 5, 8}) {
-    EXPECT_NE(choose(WorkFunc::kAllReduce, n, 8), int(kAlgoRing)) << n << " ranks";
+    EXPECT_NE(choose(WorkFunc::kAllReduce, n, 8), idx(Algo::kRing)) << n << " ranks";
   }
   // Bandwidth: 64 MiB never takes recursive doubling beyond 2 ranks (every step moves all of
   // it), and at 4 and 5 ranks it takes the ring (the fewest bytes per link). Only where the
   // constants were measured: at 8 ranks the ring's 1.75 S against the tree's 2 S is within
   // the difference of their fitted bandwidths, and the choice is the fit's, not a principle.
   for (int n : {3, 4, 5, 8}) {
-    EXPECT_NE(choose(WorkFunc::kAllReduce, n, 64 << 20), int(kAlgoRecDoubling)) << n << " ranks";
+    EXPECT_NE(choose(WorkFunc::kAllReduce, n, 64 << 20), idx(Algo::kRecDoubling)) << n << " ranks";
   }
   for (int n : {4, 5}) {
-    EXPECT_EQ(choose(WorkFunc::kAllReduce, n, 64 << 20), int(kAlgoRing)) << n << " ranks";
+    EXPECT_EQ(choose(WorkFunc::kAllReduce, n, 64 << 20), idx(Algo::kRing)) << n << " ranks";
   }
   // Broadcast at 16 ranks: 4 tree hops against 15 ring hops for a small message.
-  EXPECT_EQ(choose(WorkFunc::kBroadcast, 16, 8), int(kAlgoTree));
+  EXPECT_EQ(choose(WorkFunc::kBroadcast, 16, 8), idx(Algo::kTree));
   // AllGather and ReduceScatter have the ring only.
-  EXPECT_EQ(choose(WorkFunc::kAllGather, 4, 8), int(kAlgoRing));
-  EXPECT_EQ(choose(WorkFunc::kReduceScatter, 4, 1 << 20), int(kAlgoRing));
+  EXPECT_EQ(choose(WorkFunc::kAllGather, 4, 8), idx(Algo::kRing));
+  EXPECT_EQ(choose(WorkFunc::kReduceScatter, 4, 1 << 20), idx(Algo::kRing));
   // Forcing wins over the model; a mask that leaves nothing gives -1.
-  EXPECT_EQ(choose(WorkFunc::kAllReduce, 4, 64 << 20, "tree"), int(kAlgoTree));
-  EXPECT_EQ(choose(WorkFunc::kAllReduce, 4, 8, "ring"), int(kAlgoRing));
+  EXPECT_EQ(choose(WorkFunc::kAllReduce, 4, 64 << 20, "tree"), idx(Algo::kTree));
+  EXPECT_EQ(choose(WorkFunc::kAllReduce, 4, 8, "ring"), idx(Algo::kRing));
   EXPECT_EQ(choose(WorkFunc::kAllGather, 4, 8, "tree"), -1);
   EXPECT_EQ(choose(WorkFunc::kBroadcast, 4, 8, "recdoubling"), -1);
   // One rank: the ring (a local copy) whatever is allowed.
-  EXPECT_EQ(choose(WorkFunc::kAllReduce, 1, 8, "tree"), int(kAlgoRing));
+  EXPECT_EQ(choose(WorkFunc::kAllReduce, 1, 8, "tree"), idx(Algo::kRing));
 }
 
 TEST(CostModel, PredictionsGrowWithBytesAndHops) {
-  for (int a = 0; a < kNumAlgos; a++) {
+  for (Algo a : kAlgos) {
     if (!algoSupports(WorkFunc::kAllReduce, a, 4)) continue;
     EXPECT_LT(predictTimeUs(WorkFunc::kAllReduce, a, 4, 8, false),
               predictTimeUs(WorkFunc::kAllReduce, a, 4, 1 << 20, false))

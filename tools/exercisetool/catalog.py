@@ -67,7 +67,7 @@ EXERCISES = [
     Exercise(
         id="1.1", title="the consumer's wait and size check", level="easy",
         file="src/device/primitives.h", device=True,
-        stubs=["return fail(kWorkAborted);"],
+        stubs=["return fail(WorkStatus::kAborted);"],
         # The unit test: no sockets, so it does not need 1.3. Fail-fast: on the stub a
         # producer with more than 8 steps would wait for a slot forever (until CTest's 60 s);
         # the first failing case, one element, ends the run instead.
@@ -96,13 +96,13 @@ EXERCISES = [
     Exercise(
         id="2.1", title="the ring all-gather loop", level="easy",
         file="src/device/ring.h", device=True,
-        stubs=["(void)r, (void)n;  // remove once the loop uses them\nreturn kWorkAborted;"],
+        stubs=["(void)r, (void)n;  // remove once the loop uses them\nreturn WorkStatus::kAborted;"],
         tests=["{p}ring_sweep.np2", "{p}ring_sweep.np3"],
         targets=["{p}test_ring_sweep"], gtest_filter="*allgather*"),
     Exercise(
         id="2.2", title="the ring all-reduce steps", level="medium",
         file="src/device/ring.h", device=True,
-        stubs=["(void)r, (void)l;  // remove once the steps use them\nreturn kWorkAborted;"],
+        stubs=["(void)r, (void)l;  // remove once the steps use them\nreturn WorkStatus::kAborted;"],
         tests=["{p}ring_sweep.np2", "{p}ring_sweep.np3", "{p}ring_sweep_smallfifo.np3"],
         targets=["{p}test_ring_sweep"], gtest_filter="*allreduce*"),
     Exercise(
@@ -127,7 +127,7 @@ EXERCISES = [
         id="3.2", title="the tree's up half", level="medium",
         file="src/device/tree.h", device=True,
         stubs=["(void)leaf, (void)root, (void)s, (void)in, (void)out;  // remove once you use them\n"
-               "return kWorkAborted;"],
+               "return WorkStatus::kAborted;"],
         # Reduce on the tree runs the up half alone, so the stub fails without hanging
         # (all-reduce's down half would wait for results that never come). 3 and 5 ranks:
         # inner nodes with one child and with two, every root.
@@ -141,7 +141,7 @@ EXERCISES = [
         file="src/device/rec_doubling.h", device=True,
         stubs=["(void)c, (void)r, (void)p, (void)extra, (void)steps, (void)be, (void)in, (void)out,"
                " (void)fn;  // remove once you use them\n"
-               "st = kWorkAborted;"],
+               "st = WorkStatus::kAborted;"],
         # 3 ranks fold (n - p = 1), 4 exchange twice without folding; on the stub every rank's
         # item fails at once, so nobody waits on a peer.
         # (rd_sweep sets TCCL_ALGO=recdoubling itself: a test's ENVIRONMENT wins over ours.)

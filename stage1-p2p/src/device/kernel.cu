@@ -24,8 +24,10 @@ namespace tccl {
 __global__ void __launch_bounds__(kThreads) tcclKernel(const __grid_constant__ WorkBatch batch) {
   DeviceBackend be{batch.abortFlag};
   if (batch.trace != nullptr) be.trace = &batch.trace[blockIdx.x];
-  uint32_t status = runWorkItem(be, batch, blockIdx.x);
-  if (threadIdx.x == 0 && status != kWorkOk) batch.status[blockIdx.x] = status;
+  WorkStatus status = runWorkItem(be, batch, blockIdx.x);
+  if (threadIdx.x == 0 && status != WorkStatus::kOk) {
+    batch.status[blockIdx.x] = static_cast<uint32_t>(status);
+  }
   if (threadIdx.x == 0 && be.trace != nullptr) be.trace->count = be.traceCount;
 }
 

@@ -36,8 +36,9 @@ TCCL_HOST_DEVICE inline T redOpScalar(const WorkElem& e) {
 }
 
 template <typename T, typename Fn, class Backend>
-TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runReducing(Backend& be, const WorkBatch& b, const WorkElem& e,
-                                      const WorkItem& it, Fn fn) {
+TCCL_HOST_DEVICE TCCL_NOINLINE WorkStatus runReducing(Backend& be, const WorkBatch& b,
+                                                      const WorkElem& e, const WorkItem& it,
+                                                      Fn fn) {
   const T* in = static_cast<const T*>(e.sendbuff);
   T* out = static_cast<T*>(e.recvbuff);
   RingSlice s = ringSlice<T>(b, e, it, size_t(e.count));
@@ -45,7 +46,7 @@ TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runReducing(Backend& be, const WorkBatch
     // One rank: the result is post(pre(input)).
     if (s.end > s.begin) be.reduceCopy(static_cast<const T*>(nullptr), in + s.begin, out + s.begin,
                                        static_cast<T*>(nullptr), s.end - s.begin, fn, true);
-    return kWorkOk;
+    return WorkStatus::kOk;
   }
   switch (e.func) {
     case WorkFunc::kAllReduce:
@@ -55,13 +56,13 @@ TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runReducing(Backend& be, const WorkBatch
     case WorkFunc::kReduce:
       return ringReduce<T>(be, it, s, e.root, in, out, fn);
     default:
-      return kWorkOk;
+      return WorkStatus::kOk;
   }
 }
 
 template <typename T, class Backend>
-TCCL_HOST_DEVICE uint32_t runReducingType(Backend& be, const WorkBatch& b, const WorkElem& e,
-                                          const WorkItem& it) {
+TCCL_HOST_DEVICE WorkStatus runReducingType(Backend& be, const WorkBatch& b, const WorkElem& e,
+                                            const WorkItem& it) {
   switch (DevRedOp(e.redOp)) {
     case DevRedOp::kSum:
       return runReducing<T>(be, b, e, it, FuncSum<T>());
@@ -80,13 +81,14 @@ TCCL_HOST_DEVICE uint32_t runReducingType(Backend& be, const WorkBatch& b, const
       }
       break;
   }
-  return kWorkBadOp;
+  return WorkStatus::kBadOp;
 }
 
 /// Broadcast and all-gather: bytes, whatever the element type.
 template <class Backend>
-TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runCopying(Backend& be, const WorkBatch& b, const WorkElem& e,
-                                     const WorkItem& it, size_t elemSize) {
+TCCL_HOST_DEVICE TCCL_NOINLINE WorkStatus runCopying(Backend& be, const WorkBatch& b,
+                                                     const WorkElem& e, const WorkItem& it,
+                                                     size_t elemSize) {
   using Bytes = uint8_t;
   const Bytes* in = static_cast<const Bytes*>(e.sendbuff);
   Bytes* out = static_cast<Bytes*>(e.recvbuff);
@@ -97,7 +99,7 @@ TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runCopying(Backend& be, const WorkBatch&
     if (s.end > s.begin) be.reduceCopy(static_cast<const Bytes*>(nullptr), in + s.begin,
                                        out + s.begin, static_cast<Bytes*>(nullptr),
                                        s.end - s.begin, copy, false);
-    return kWorkOk;
+    return WorkStatus::kOk;
   }
   if (e.func == WorkFunc::kBroadcast) return ringBroadcast<Bytes>(be, it, s, e.root, in, out, copy);
   return ringAllGather<Bytes>(be, it, s, bytes, in, out, copy);
@@ -110,8 +112,8 @@ TCCL_HOST_DEVICE inline size_t devTypeSize(uint8_t dtype) {
 }
 
 template <class Backend>
-TCCL_HOST_DEVICE uint32_t runCollElem(Backend& be, const WorkBatch& b, const WorkElem& e,
-                                      const WorkItem& it) {
+TCCL_HOST_DEVICE WorkStatus runCollElem(Backend& be, const WorkBatch& b, const WorkElem& e,
+                                        const WorkItem& it) {
   if (e.func == WorkFunc::kBroadcast || e.func == WorkFunc::kAllGather) {
     return runCopying(be, b, e, it, devTypeSize(e.dtype));
   }
@@ -127,19 +129,19 @@ TCCL_HOST_DEVICE uint32_t runCollElem(Backend& be, const WorkBatch& b, const Wor
     case 8: return runReducingType<double>(be, b, e, it);
     case 9: return runReducingType<Bf16>(be, b, e, it);
   }
-  return kWorkBadOp;
+  return WorkStatus::kBadOp;
 }
 
 /// Runs every collective of the batch on this item's channel, in issue order.
 template <class Backend>
-TCCL_HOST_DEVICE uint32_t runCollItem(Backend& be, const WorkBatch& b, const WorkItem& it) {
+TCCL_HOST_DEVICE WorkStatus runCollItem(Backend& be, const WorkBatch& b, const WorkItem& it) {
   for (int i = it.elemStart; i < it.elemStart + it.elemCount; i++) {
     const WorkElem& e = b.elems[i];
     if (it.channel >= e.nChannels) continue;
-    uint32_t status = runCollElem(be, b, e, it);
-    if (status != kWorkOk) return status;
+    WorkStatus status = runCollElem(be, b, e, it);
+    if (status != WorkStatus::kOk) return status;
   }
-  return kWorkOk;
+  return WorkStatus::kOk;
 }
 
 }  // namespace tccl

@@ -23,7 +23,7 @@
 namespace tccl {
 
 template <class Backend>
-TCCL_HOST_DEVICE uint32_t runP2pItem(Backend& be, const WorkBatch& batch, const WorkItem& item) {
+TCCL_HOST_DEVICE WorkStatus runP2pItem(Backend& be, const WorkBatch& batch, const WorkItem& item) {
   using Bytes = uint8_t;
   Primitives<Bytes, FuncCopy<Bytes>, Backend> prims(be, item.recvConn, item.sendConn);
   for (int e = item.elemStart; e < item.elemStart + item.elemCount; e++) {

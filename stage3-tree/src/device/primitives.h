@@ -123,8 +123,8 @@ class Primitives {
   }
 
   /// Writes the step counters back so the next operation on these connections continues
-  /// where this one stopped. Returns the status (kWorkOk when every call succeeded).
-  TCCL_HOST_DEVICE uint32_t finish() {
+  /// where this one stopped. Returns the status (WorkStatus::kOk when every call succeeded).
+  TCCL_HOST_DEVICE WorkStatus finish() {
     be_.sync();  // every thread is done with its last slot before the steps move on
     // Every thread writes the same values: a thread that goes on to another primitives object
     // on these connections in this kernel (the next collective of an item) reads its own
@@ -136,7 +136,7 @@ class Primitives {
     return status_;
   }
 
-  TCCL_HOST_DEVICE uint32_t status() const { return status_; }
+  TCCL_HOST_DEVICE WorkStatus status() const { return status_; }
 
  private:
   /// The one loop behind every primitive (NCCL's genericOp). `src` and `dst` are the user-side
@@ -145,7 +145,7 @@ class Primitives {
   /// `prim` names the call in the step timeline.
   TCCL_HOST_DEVICE TCCL_NOINLINE bool op(TraceWhat prim, const T* src, T* dst, size_t n,
                                          bool doRecv, bool doSend, bool postOp) {
-    if (status_ != kWorkOk) return false;
+    if (status_ != WorkStatus::kOk) return false;
     const uint64_t tCall = be_.traceNow();  // 0 when tracing is off (then nothing is recorded)
     ConnInfo* c = doSend ? send_ : recv_;
     const size_t stepElems = (c ? c->stepBytes : n * sizeof(T)) / sizeof(T);
@@ -192,13 +192,16 @@ class Primitives {
         // >>> exercise 1.1: the consumer's wait and size check
         // Protocol step 1 (consumer): wait until the producer has published this step.
         if (!be_.waitAtLeast(&recv_->fifo->tail, recvStep_ + 1, &recv_->fifo->closed)) {
-          return fail(loadFlag(&recv_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
+          return fail(loadFlag(&recv_->fifo->closed) ? WorkStatus::kPeerClosed
+                                                     : WorkStatus::kAborted);
         }
         traceStep(TraceWhat::kWaitRecv, t, recvStep_, kTraceNoStep, 0);
         t = be_.traceNow();
         // The size was written before tail (release) and tail was read with acquire: it is
         // the producer's value for this step.
-        if (recv_->fifo->sizes[slot] != int64_t(m * sizeof(T))) return fail(kWorkSizeMismatch);
+        if (recv_->fifo->sizes[slot] != int64_t(m * sizeof(T))) {
+          return fail(WorkStatus::kSizeMismatch);
+        }
         // <<< exercise 1.1
         recvSlot = reinterpret_cast<const T*>(recv_->buff + slot * recv_->stepBytes);
       }
@@ -210,11 +213,14 @@ class Primitives {
           allowStaging(recv2_->fifo, ahead < endStep2 ? ahead : endStep2);
         }
         if (!be_.waitAtLeast(&recv2_->fifo->tail, recvStep2_ + 1, &recv2_->fifo->closed)) {
-          return fail(loadFlag(&recv2_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
+          return fail(loadFlag(&recv2_->fifo->closed) ? WorkStatus::kPeerClosed
+                                                      : WorkStatus::kAborted);
         }
         traceStep2(TraceWhat::kWaitRecv, t2, recvStep2_, kTraceNoStep, 0);
         const int slot2 = int(recvStep2_ % kNSteps);
-        if (recv2_->fifo->sizes[slot2] != int64_t(m * sizeof(T))) return fail(kWorkSizeMismatch);
+        if (recv2_->fifo->sizes[slot2] != int64_t(m * sizeof(T))) {
+          return fail(WorkStatus::kSizeMismatch);
+        }
         recvSlot2 = reinterpret_cast<const T*>(recv2_->buff + slot2 * recv2_->stepBytes);
       }
       if (doSend) {
@@ -223,7 +229,8 @@ class Primitives {
         // which would wrap below zero on the first kNSteps steps.)
         if (sendStep_ + 1 > uint64_t(kNSteps) &&
             !be_.waitAtLeast(&send_->fifo->head, sendStep_ + 1 - kNSteps, &send_->fifo->closed)) {
-          return fail(loadFlag(&send_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
+          return fail(loadFlag(&send_->fifo->closed) ? WorkStatus::kPeerClosed
+                                                     : WorkStatus::kAborted);
         }
         traceStep(TraceWhat::kWaitSend, t, kTraceNoStep, sendStep_, 0);
         t = be_.traceNow();
@@ -238,7 +245,8 @@ class Primitives {
       if (fanOut) {  // the same protocol step on the second send connection
         if (sendStep2_ + 1 > uint64_t(kNSteps) &&
             !be_.waitAtLeast(&send2_->fifo->head, sendStep2_ + 1 - kNSteps, &send2_->fifo->closed)) {
-          return fail(loadFlag(&send2_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
+          return fail(loadFlag(&send2_->fifo->closed) ? WorkStatus::kPeerClosed
+                                                      : WorkStatus::kAborted);
         }
         const int slot2 = int(sendStep2_ % kNSteps);
         sendSlot2 = reinterpret_cast<T*>(send2_->buff + slot2 * send2_->stepBytes);
@@ -304,7 +312,7 @@ class Primitives {
     // them all (the caller may change both as soon as the operation is over).
     if ((directSend || sendFromDst) && sendStep_ > 0 &&
         !be_.waitAtLeast(&send_->fifo->head, sendStep_, &send_->fifo->closed)) {
-      return fail(loadFlag(&send_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
+      return fail(loadFlag(&send_->fifo->closed) ? WorkStatus::kPeerClosed : WorkStatus::kAborted);
     }
     if (be_.tracing()) {
       TraceRecord r = record(prim, tCall, kTraceNoStep, kTraceNoStep, int64_t(n * sizeof(T)));
@@ -347,7 +355,7 @@ class Primitives {
     be_.traceEmit(r);
   }
 
-  TCCL_HOST_DEVICE bool fail(uint32_t why) {
+  TCCL_HOST_DEVICE bool fail(WorkStatus why) {
     status_ = why;
     return false;
   }
@@ -362,7 +370,7 @@ class Primitives {
   uint64_t sendStep_ = 0;
   uint64_t recvStep2_ = 0;
   uint64_t sendStep2_ = 0;
-  uint32_t status_ = kWorkOk;
+  WorkStatus status_ = WorkStatus::kOk;
   // Step timeline only (set when tracing).
   int32_t chunk_ = -1;
   int16_t recvPeer_ = -1, sendPeer_ = -1, channel_ = 0;

@@ -90,8 +90,8 @@ TCCL_HOST_DEVICE inline RingLoop ringLoop(const RingSlice& s, size_t base) {
 }
 
 template <typename T, typename Fn, class Backend>
-TCCL_HOST_DEVICE uint32_t ringAllReduce(Backend& be, const WorkItem& it, const RingSlice& s,
-                                        const T* in, T* out, Fn fn) {
+TCCL_HOST_DEVICE WorkStatus ringAllReduce(Backend& be, const WorkItem& it, const RingSlice& s,
+                                          const T* in, T* out, Fn fn) {
   Primitives<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
   const int r = s.rank, n = s.nranks;
   for (size_t base = s.begin; base < s.end; base += size_t(n) * s.chunk) {
@@ -125,8 +125,8 @@ TCCL_HOST_DEVICE uint32_t ringAllReduce(Backend& be, const WorkItem& it, const R
 
 /// count: elements per rank; in holds n blocks of count, out one.
 template <typename T, typename Fn, class Backend>
-TCCL_HOST_DEVICE uint32_t ringReduceScatter(Backend& be, const WorkItem& it, const RingSlice& s,
-                                            size_t count, const T* in, T* out, Fn fn) {
+TCCL_HOST_DEVICE WorkStatus ringReduceScatter(Backend& be, const WorkItem& it, const RingSlice& s,
+                                              size_t count, const T* in, T* out, Fn fn) {
   Primitives<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
   const int r = s.rank, n = s.nranks;
   for (size_t off = s.begin; off < s.end; off += s.chunk) {
@@ -146,8 +146,8 @@ TCCL_HOST_DEVICE uint32_t ringReduceScatter(Backend& be, const WorkItem& it, con
 
 /// count: elements per rank; out holds n blocks of count, in one.
 template <typename T, typename Fn, class Backend>
-TCCL_HOST_DEVICE uint32_t ringAllGather(Backend& be, const WorkItem& it, const RingSlice& s,
-                                        size_t count, const T* in, T* out, Fn fn) {
+TCCL_HOST_DEVICE WorkStatus ringAllGather(Backend& be, const WorkItem& it, const RingSlice& s,
+                                          size_t count, const T* in, T* out, Fn fn) {
   Primitives<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
   const int r = s.rank, n = s.nranks;
   // >>> exercise 2.1: the ring all-gather loop
@@ -169,8 +169,8 @@ TCCL_HOST_DEVICE uint32_t ringAllGather(Backend& be, const WorkItem& it, const R
 
 /// A chain around the ring from the root: root -> root+1 -> ... -> root-1.
 template <typename T, typename Fn, class Backend>
-TCCL_HOST_DEVICE uint32_t ringBroadcast(Backend& be, const WorkItem& it, const RingSlice& s,
-                                        int root, const T* in, T* out, Fn fn) {
+TCCL_HOST_DEVICE WorkStatus ringBroadcast(Backend& be, const WorkItem& it, const RingSlice& s,
+                                          int root, const T* in, T* out, Fn fn) {
   Primitives<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
   const int r = s.rank;
   const bool last = s.mod(r + 1) == root;  // the chain ends before it wraps to the root
@@ -189,8 +189,8 @@ TCCL_HOST_DEVICE uint32_t ringBroadcast(Backend& be, const WorkItem& it, const R
 
 /// A chain around the ring ending at the root: root+1 -> ... -> root.
 template <typename T, typename Fn, class Backend>
-TCCL_HOST_DEVICE uint32_t ringReduce(Backend& be, const WorkItem& it, const RingSlice& s,
-                                     int root, const T* in, T* out, Fn fn) {
+TCCL_HOST_DEVICE WorkStatus ringReduce(Backend& be, const WorkItem& it, const RingSlice& s,
+                                       int root, const T* in, T* out, Fn fn) {
   Primitives<T, Fn, Backend> prims(be, it.recvConn, it.sendConn, fn);
   const int r = s.rank;
   const bool first = s.mod(root + 1) == r;

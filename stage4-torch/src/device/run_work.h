@@ -18,7 +18,7 @@
 namespace tccl {
 
 template <class Backend>
-TCCL_HOST_DEVICE uint32_t runWorkItem(Backend& be, const WorkBatch& batch, int itemIndex) {
+TCCL_HOST_DEVICE WorkStatus runWorkItem(Backend& be, const WorkBatch& batch, int itemIndex) {
   const WorkItem& item = batch.items[itemIndex];
   switch (item.kind) {
     case WorkKind::kP2p:
@@ -31,7 +31,7 @@ TCCL_HOST_DEVICE uint32_t runWorkItem(Backend& be, const WorkBatch& batch, int i
     case WorkKind::kRecDoubling:
       return runCollItem(be, batch, item);
   }
-  return kWorkOk;
+  return WorkStatus::kOk;
 }
 
 }  // namespace tccl

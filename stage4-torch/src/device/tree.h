@@ -55,43 +55,54 @@
 namespace tccl {
 
 /// Where a tree item's connections are in WorkBatch::conns (from it.connStart); null: none.
-enum TreeSlot : int {
-  kTreeRecvParent = 0,
-  kTreeSendParent = 1,
-  kTreeRecvChild0 = 2,
-  kTreeRecvChild1 = 3,
-  kTreeSendChild0 = 4,
-  kTreeSendChild1 = 5,
-  kTreeSlots = 6,
+/// Dense from 0: idx(s) is the offset, and an item has kTreeSlots of them.
+enum class TreeSlot : int {
+  kRecvParent = 0,
+  kSendParent = 1,
+  kRecvChild0 = 2,
+  kRecvChild1 = 3,
+  kSendChild0 = 4,
+  kSendChild1 = 5,
 };
+constexpr int kTreeSlots = 6;
+TCCL_HOST_DEVICE constexpr int idx(TreeSlot s) { return static_cast<int>(s); }  // the offset
+
+/// Child i's slots (i = 0, 1): each direction's two child slots are consecutive.
+TCCL_HOST_DEVICE constexpr TreeSlot treeRecvChild(int i) {
+  return static_cast<TreeSlot>(idx(TreeSlot::kRecvChild0) + i);
+}
+TCCL_HOST_DEVICE constexpr TreeSlot treeSendChild(int i) {
+  return static_cast<TreeSlot>(idx(TreeSlot::kSendChild0) + i);
+}
 
 TCCL_HOST_DEVICE inline ConnInfo* treeConn(const WorkBatch& b, const WorkItem& it, TreeSlot s) {
-  return b.conns[it.connStart + s];
+  return b.conns[it.connStart + idx(s)];
 }
 
 /// The root of its tree: a kTreeRoot item, or an up-down item without a parent.
 TCCL_HOST_DEVICE inline bool treeIsRoot(const WorkBatch& b, const WorkItem& it) {
   return it.kind == WorkKind::kTreeRoot ||
-         (it.kind == WorkKind::kTreeUpDown && treeConn(b, it, kTreeSendParent) == nullptr);
+         (it.kind == WorkKind::kTreeUpDown && treeConn(b, it, TreeSlot::kSendParent) == nullptr);
 }
 
 TCCL_HOST_DEVICE inline bool treeHasChildren(const WorkBatch& b, const WorkItem& it) {
-  return treeConn(b, it, kTreeRecvChild0) || treeConn(b, it, kTreeRecvChild1) ||
-         treeConn(b, it, kTreeSendChild0) || treeConn(b, it, kTreeSendChild1);
+  return treeConn(b, it, TreeSlot::kRecvChild0) || treeConn(b, it, TreeSlot::kRecvChild1) ||
+         treeConn(b, it, TreeSlot::kSendChild0) || treeConn(b, it, TreeSlot::kSendChild1);
 }
 
 /// The up half: children (+) own input -> parent; at the root, -> out (and down again when
 /// `turnAround`, the all-reduce root).
 template <typename T, typename Fn, class Backend>
-TCCL_HOST_DEVICE uint32_t treeUp(Backend& be, const WorkBatch& b, const WorkItem& it,
-                                 const RingSlice& s, const T* in, T* out, Fn fn, bool turnAround) {
+TCCL_HOST_DEVICE WorkStatus treeUp(Backend& be, const WorkBatch& b, const WorkItem& it,
+                                   const RingSlice& s, const T* in, T* out, Fn fn,
+                                   bool turnAround) {
   const bool root = treeIsRoot(b, it);
   const bool leaf = !treeHasChildren(b, it);
-  ConnInfo* send0 = root ? (turnAround ? treeConn(b, it, kTreeSendChild0) : nullptr)
-                         : treeConn(b, it, kTreeSendParent);
-  ConnInfo* send1 = root && turnAround ? treeConn(b, it, kTreeSendChild1) : nullptr;
-  Primitives<T, Fn, Backend> prims(be, treeConn(b, it, kTreeRecvChild0), send0, fn,
-                                   treeConn(b, it, kTreeRecvChild1), send1);
+  ConnInfo* send0 = root ? (turnAround ? treeConn(b, it, TreeSlot::kSendChild0) : nullptr)
+                         : treeConn(b, it, TreeSlot::kSendParent);
+  ConnInfo* send1 = root && turnAround ? treeConn(b, it, TreeSlot::kSendChild1) : nullptr;
+  Primitives<T, Fn, Backend> prims(be, treeConn(b, it, TreeSlot::kRecvChild0), send0, fn,
+                                   treeConn(b, it, TreeSlot::kRecvChild1), send1);
   // >>> exercise 3.2: the tree's up half
   for (size_t off = s.begin; off < s.end; off += s.chunk) {
     const size_t len = minSize(s.chunk, s.end - off);
@@ -113,13 +124,13 @@ TCCL_HOST_DEVICE uint32_t treeUp(Backend& be, const WorkBatch& b, const WorkItem
 /// The down half: parent -> out -> children; at the root, in -> out -> children (Broadcast)
 /// or out -> children (the up-down all-reduce: the up half left the result in out).
 template <typename T, typename Fn, class Backend>
-TCCL_HOST_DEVICE uint32_t treeDown(Backend& be, const WorkBatch& b, const WorkItem& it,
-                                   const RingSlice& s, const T* in, T* out, Fn fn) {
+TCCL_HOST_DEVICE WorkStatus treeDown(Backend& be, const WorkBatch& b, const WorkItem& it,
+                                     const RingSlice& s, const T* in, T* out, Fn fn) {
   const bool root = treeIsRoot(b, it);
   const bool leaf = !treeHasChildren(b, it);
-  Primitives<T, Fn, Backend> prims(be, root ? nullptr : treeConn(b, it, kTreeRecvParent),
-                                   treeConn(b, it, kTreeSendChild0), fn, nullptr,
-                                   treeConn(b, it, kTreeSendChild1));
+  Primitives<T, Fn, Backend> prims(be, root ? nullptr : treeConn(b, it, TreeSlot::kRecvParent),
+                                   treeConn(b, it, TreeSlot::kSendChild0), fn, nullptr,
+                                   treeConn(b, it, TreeSlot::kSendChild1));
   for (size_t off = s.begin; off < s.end; off += s.chunk) {
     const size_t len = minSize(s.chunk, s.end - off);
     const int c = int((off - s.begin) / s.chunk);
@@ -138,14 +149,14 @@ TCCL_HOST_DEVICE uint32_t treeDown(Backend& be, const WorkBatch& b, const WorkIt
 
 /// All-reduce on one tree of the double binary tree (the item's channel is the tree).
 template <typename T, typename Fn, class Backend>
-TCCL_HOST_DEVICE uint32_t treeAllReduce(Backend& be, const WorkBatch& b, const WorkItem& it,
-                                        const RingSlice& s, const T* in, T* out, Fn fn) {
+TCCL_HOST_DEVICE WorkStatus treeAllReduce(Backend& be, const WorkBatch& b, const WorkItem& it,
+                                          const RingSlice& s, const T* in, T* out, Fn fn) {
   if (it.kind == WorkKind::kTreeDown) return treeDown<T>(be, b, it, s, in, out, fn);
   if (it.kind == WorkKind::kTreeUpDown) {
     // Up to the end of the slice, then down: the root keeps the result on the way up. Its
     // send() of that result must not apply pre() (a premulsum would scale it again): chained.
-    const uint32_t st = treeUp<T>(be, b, it, s, in, out, fn, /*turnAround=*/false);
-    if (st != kWorkOk) return st;
+    const WorkStatus st = treeUp<T>(be, b, it, s, in, out, fn, /*turnAround=*/false);
+    if (st != WorkStatus::kOk) return st;
     return treeDown<T>(be, b, it, s, in, out, chained(fn));
   }
   return treeUp<T>(be, b, it, s, in, out, fn, /*turnAround=*/true);

@@ -91,13 +91,14 @@ struct WorkItem {
   int16_t nConns;
 };
 
-/// Executor status codes written per item (0 = fine). Read by the host after the item ends.
-enum WorkStatus : uint32_t {
-  kWorkOk = 0,
-  kWorkAborted = 1,       // the communicator's abort flag was raised (peer failure, abort)
-  kWorkSizeMismatch = 2,  // the sender's step size differs from what the receiver expected
-  kWorkPeerClosed = 3,    // the peer closed the connection while we still expected data
-  kWorkBadOp = 4,         // a reduction this element type does not have (a planner bug)
+/// Executor status codes, one per item (kOk = 0 = fine), read by the host after the item ends.
+/// A kernel stores them as uint32_t words (WorkBatch::status), which the host zeroes and scans.
+enum class WorkStatus : uint32_t {
+  kOk = 0,
+  kAborted = 1,       // the communicator's abort flag was raised (peer failure, abort)
+  kSizeMismatch = 2,  // the sender's step size differs from what the receiver expected
+  kPeerClosed = 3,    // the peer closed the connection while we still expected data
+  kBadOp = 4,         // a reduction this element type does not have (a planner bug)
 };
 
 constexpr int kMaxWorkItems = 128;
@@ -111,7 +112,7 @@ struct WorkBatch {
   int32_t rank;    // this rank and the ring's size (collectives)
   int32_t nranks;
   const volatile uint32_t* abortFlag;  // raised by the proxy or tcclCommAbort
-  uint32_t* status;                    // nItems entries, zeroed before the launch
+  uint32_t* status;                    // nItems WorkStatus words, zeroed (kOk) before the launch
   TraceBuffer* trace;                  // GPU step timeline: one per item; null when off
   WorkItem items[kMaxWorkItems];
   WorkElem elems[kMaxWorkElems];

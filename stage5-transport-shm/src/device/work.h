@@ -59,8 +59,9 @@ enum class WorkKind : uint8_t {
 };
 
 /// The protocol an elem's steps use (stage 5): Simple (FIFO slots, tail and a fence per step)
-/// or LL (flagged lines, no fence: device/prims_ll.h), as NCCL_PROTO_SIMPLE / NCCL_PROTO_LL.
-enum WorkProto : uint8_t { kProtoSimple = 0, kProtoLL = 1 };
+/// or LL (flagged lines, no fence: device/prims_ll.h), as NCCL_PROTO_SIMPLE / NCCL_PROTO_LL;
+/// kSimple = 0, so a value-initialised elem runs Simple.
+enum class WorkProto : uint8_t { kSimple = 0, kLL = 1 };
 
 /// Which reducing collectives an executor runs (stage 5; Backend::kReducing, read by
 /// device/coll_dispatch.h): those of every element type (the host), of one element type,
@@ -71,10 +72,10 @@ enum class ReducingTypes : uint8_t { kEvery, kOne, kNone };
 /// One operation.
 struct WorkElem {
   WorkFunc func;
-  uint8_t dtype;   // tcclDataType_t (collectives; p2p moves bytes)
-  uint8_t redOp;   // DevRedOp (collectives)
-  uint8_t proto;   // WorkProto (stage 5; kernels only: host executors run Simple)
-  int32_t root;    // collectives with a root
+  uint8_t dtype;    // tcclDataType_t (collectives; p2p moves bytes)
+  uint8_t redOp;    // DevRedOp (collectives)
+  WorkProto proto;  // stage 5; kernels only: host executors run Simple
+  int32_t root;     // collectives with a root
   const void* sendbuff;
   void* recvbuff;
   uint64_t count;  // bytes for p2p, elements for collectives
@@ -102,14 +103,15 @@ struct WorkItem {
   int16_t nConns;
 };
 
-/// Executor status codes written per item (0 = fine). Read by the host after the item ends.
-enum WorkStatus : uint32_t {
-  kWorkOk = 0,
-  kWorkAborted = 1,       // the communicator's abort flag was raised (peer failure, abort)
-  kWorkSizeMismatch = 2,  // the sender's step size differs from what the receiver expected
-  kWorkPeerClosed = 3,    // the peer closed the connection while we still expected data
-  kWorkBadOp = 4,         // a reduction this element type does not have (a planner bug)
-  kWorkBadProto = 5,      // an LL step on a connection without LL slots (a planner bug; stage 5)
+/// Executor status codes, one per item (kOk = 0 = fine), read by the host after the item ends.
+/// A kernel stores them as uint32_t words (WorkBatch::status), which the host zeroes and scans.
+enum class WorkStatus : uint32_t {
+  kOk = 0,
+  kAborted = 1,       // the communicator's abort flag was raised (peer failure, abort)
+  kSizeMismatch = 2,  // the sender's step size differs from what the receiver expected
+  kPeerClosed = 3,    // the peer closed the connection while we still expected data
+  kBadOp = 4,         // a reduction this element type does not have (a planner bug)
+  kBadProto = 5,      // an LL step on a connection without LL slots (a planner bug; stage 5)
 };
 
 constexpr int kMaxWorkItems = 128;
@@ -123,7 +125,7 @@ struct WorkBatch {
   int32_t rank;    // this rank and the ring's size (collectives)
   int32_t nranks;
   const volatile uint32_t* abortFlag;  // raised by the proxy or tcclCommAbort
-  uint32_t* status;                    // nItems entries, zeroed before the launch
+  uint32_t* status;                    // nItems WorkStatus words, zeroed (kOk) before the launch
   TraceBuffer* trace;                  // GPU step timeline: one per item; null when off
   WorkItem items[kMaxWorkItems];
   WorkElem elems[kMaxWorkElems];

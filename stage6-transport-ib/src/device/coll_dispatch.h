@@ -45,8 +45,8 @@ TCCL_HOST_DEVICE inline T redOpScalar(const WorkElem& e) {
 
 /// The reducing ring collectives on one protocol's primitives (stage 5: Simple or LL).
 template <template <typename, typename, class> class Prims, typename T, typename Fn, class Backend>
-TCCL_HOST_DEVICE uint32_t runRingReducing(Backend& be, const WorkElem& e, const WorkItem& it,
-                                          const RingSlice& s, const T* in, T* out, Fn fn) {
+TCCL_HOST_DEVICE WorkStatus runRingReducing(Backend& be, const WorkElem& e, const WorkItem& it,
+                                            const RingSlice& s, const T* in, T* out, Fn fn) {
   switch (e.func) {
     case WorkFunc::kAllReduce:
       return ringAllReduce<T, Fn, Backend, Prims>(be, it, s, in, out, fn);
@@ -55,13 +55,14 @@ TCCL_HOST_DEVICE uint32_t runRingReducing(Backend& be, const WorkElem& e, const 
     case WorkFunc::kReduce:
       return ringReduce<T, Fn, Backend, Prims>(be, it, s, e.root, in, out, fn);
     default:
-      return kWorkOk;
+      return WorkStatus::kOk;
   }
 }
 
 template <typename T, typename Fn, class Backend>
-TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runReducing(Backend& be, const WorkBatch& b, const WorkElem& e,
-                                      const WorkItem& it, Fn fn) {
+TCCL_HOST_DEVICE TCCL_NOINLINE WorkStatus runReducing(Backend& be, const WorkBatch& b,
+                                                      const WorkElem& e, const WorkItem& it,
+                                                      Fn fn) {
   const T* in = static_cast<const T*>(e.sendbuff);
   T* out = static_cast<T*>(e.recvbuff);
   RingSlice s = ringSlice<T>(b, e, it, size_t(e.count));
@@ -69,14 +70,14 @@ TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runReducing(Backend& be, const WorkBatch
     // One rank: the result is post(pre(input)).
     if (s.end > s.begin) be.reduceCopy(static_cast<const T*>(nullptr), in + s.begin, out + s.begin,
                                        static_cast<T*>(nullptr), s.end - s.begin, fn, true);
-    return kWorkOk;
+    return WorkStatus::kOk;
   }
   switch (it.kind) {  // stage 3: the algorithm families other than the ring
     case WorkKind::kRing:
       break;
     case WorkKind::kRecDoubling:
       if constexpr (Backend::kHasLL) {  // stage 5: kernels run LL where the planner chose it
-        if (e.proto == kProtoLL) {
+        if (e.proto == WorkProto::kLL) {
           return recDoublingAllReduce<T, Fn, Backend, PrimitivesLL>(be, b, it, s, in, out, fn);
         }
       }
@@ -86,14 +87,14 @@ TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runReducing(Backend& be, const WorkBatch
       return treeUp<T>(be, b, it, s, in, out, fn, /*turnAround=*/false);
   }
   if constexpr (Backend::kHasLL) {
-    if (e.proto == kProtoLL) return runRingReducing<PrimitivesLL>(be, e, it, s, in, out, fn);
+    if (e.proto == WorkProto::kLL) return runRingReducing<PrimitivesLL>(be, e, it, s, in, out, fn);
   }
   return runRingReducing<Primitives>(be, e, it, s, in, out, fn);
 }
 
 template <typename T, class Backend>
-TCCL_HOST_DEVICE uint32_t runReducingType(Backend& be, const WorkBatch& b, const WorkElem& e,
-                                          const WorkItem& it) {
+TCCL_HOST_DEVICE WorkStatus runReducingType(Backend& be, const WorkBatch& b, const WorkElem& e,
+                                            const WorkItem& it) {
   switch (DevRedOp(e.redOp)) {
     case DevRedOp::kSum:
       return runReducing<T>(be, b, e, it, FuncSum<T>());
@@ -112,13 +113,14 @@ TCCL_HOST_DEVICE uint32_t runReducingType(Backend& be, const WorkBatch& b, const
       }
       break;
   }
-  return kWorkBadOp;
+  return WorkStatus::kBadOp;
 }
 
 /// Broadcast and all-gather: bytes, whatever the element type.
 template <class Backend>
-TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runCopying(Backend& be, const WorkBatch& b, const WorkElem& e,
-                                     const WorkItem& it, size_t elemSize) {
+TCCL_HOST_DEVICE TCCL_NOINLINE WorkStatus runCopying(Backend& be, const WorkBatch& b,
+                                                     const WorkElem& e, const WorkItem& it,
+                                                     size_t elemSize) {
   using Bytes = uint8_t;
   const Bytes* in = static_cast<const Bytes*>(e.sendbuff);
   Bytes* out = static_cast<Bytes*>(e.recvbuff);
@@ -129,11 +131,11 @@ TCCL_HOST_DEVICE TCCL_NOINLINE uint32_t runCopying(Backend& be, const WorkBatch&
     if (s.end > s.begin) be.reduceCopy(static_cast<const Bytes*>(nullptr), in + s.begin,
                                        out + s.begin, static_cast<Bytes*>(nullptr),
                                        s.end - s.begin, copy, false);
-    return kWorkOk;
+    return WorkStatus::kOk;
   }
   if (it.kind != WorkKind::kRing) return treeDown<Bytes>(be, b, it, s, in, out, copy);  // stage 3
   if constexpr (Backend::kHasLL) {  // stage 5
-    if (e.proto == kProtoLL) {
+    if (e.proto == WorkProto::kLL) {
       using Fn = FuncCopy<Bytes>;
       if (e.func == WorkFunc::kBroadcast) {
         return ringBroadcast<Bytes, Fn, Backend, PrimitivesLL>(be, it, s, e.root, in, out, copy);
@@ -167,17 +169,17 @@ template <> struct DevType<8> { using T = double; };
 template <> struct DevType<9> { using T = Bf16; };
 
 template <class Backend>
-TCCL_HOST_DEVICE uint32_t runCollElem(Backend& be, const WorkBatch& b, const WorkElem& e,
-                                      const WorkItem& it) {
+TCCL_HOST_DEVICE WorkStatus runCollElem(Backend& be, const WorkBatch& b, const WorkElem& e,
+                                        const WorkItem& it) {
   if (e.func == WorkFunc::kBroadcast || e.func == WorkFunc::kAllGather) {
-    if (!be.runsCopies()) return kWorkOk;  // stage 5: another launch of this batch runs it
+    if (!be.runsCopies()) return WorkStatus::kOk;  // stage 5: another launch of this batch runs it
     return runCopying(be, b, e, it, devTypeSize(e.dtype));
   }
   if constexpr (Backend::kReducing == ReducingTypes::kOne) {  // stage 5: one type's kernel
-    if (e.dtype != Backend::kReducingDType) return kWorkOk;  // another type's kernel runs it
+    if (e.dtype != Backend::kReducingDType) return WorkStatus::kOk;  // another kernel runs it
     return runReducingType<typename DevType<Backend::kReducingDType>::T>(be, b, e, it);
   } else if constexpr (Backend::kReducing == ReducingTypes::kNone) {
-    return kWorkBadOp;  // the launcher never sends a reducing collective here
+    return WorkStatus::kBadOp;  // the launcher never sends a reducing collective here
   } else {
     switch (e.dtype) {  // tcclDataType_t values
       case 0: return runReducingType<int8_t>(be, b, e, it);
@@ -191,21 +193,21 @@ TCCL_HOST_DEVICE uint32_t runCollElem(Backend& be, const WorkBatch& b, const Wor
       case 8: return runReducingType<double>(be, b, e, it);
       case 9: return runReducingType<Bf16>(be, b, e, it);
     }
-    return kWorkBadOp;
+    return WorkStatus::kBadOp;
   }
 }
 
 /// Runs every collective of the batch on this item's channel, in issue order. (Tree and
 /// recursive-doubling items, stage 3, run theirs the same way: the channel is their share.)
 template <class Backend>
-TCCL_HOST_DEVICE uint32_t runCollItem(Backend& be, const WorkBatch& b, const WorkItem& it) {
+TCCL_HOST_DEVICE WorkStatus runCollItem(Backend& be, const WorkBatch& b, const WorkItem& it) {
   for (int i = it.elemStart; i < it.elemStart + it.elemCount; i++) {
     const WorkElem& e = b.elems[i];
     if (it.channel >= e.nChannels) continue;
-    uint32_t status = runCollElem(be, b, e, it);
-    if (status != kWorkOk) return status;
+    WorkStatus status = runCollElem(be, b, e, it);
+    if (status != WorkStatus::kOk) return status;
   }
-  return kWorkOk;
+  return WorkStatus::kOk;
 }
 
 }  // namespace tccl

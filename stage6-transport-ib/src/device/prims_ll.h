@@ -22,7 +22,7 @@
  * Thread t takes lines t, t + nthreads, ...; a step is kLLDataLines lines, 32 KiB of data,
  * eight lines per thread of a 512-thread block. The header line (the slot's last) carries the
  * step's byte count, which the consumer checks like Simple's sizes[]: a send and a receive of
- * different sizes fail with kWorkSizeMismatch instead of waiting for lines that never come.
+ * different sizes fail with WorkStatus::kSizeMismatch instead of waiting for lines that never come.
  *
  * Invariants:
  *  - Steps and head are the connection's, shared with Simple: an operation may use either
@@ -64,15 +64,15 @@ class PrimitivesLL : public PrimitiveCalls<PrimitivesLL<T, Fn, Backend>, T> {
 
  public:
   /// The Simple constructor's arguments; a second receive or send connection (a tree's) is a
-  /// planner bug here and fails every call with kWorkBadProto, as does a connection without LL
-  /// slots.
+  /// planner bug here and fails every call with WorkStatus::kBadProto, as does a connection
+  /// without LL slots.
   TCCL_HOST_DEVICE PrimitivesLL(Backend& be, ConnInfo* recvConn, ConnInfo* sendConn,
                                 Fn fn = Fn(), ConnInfo* recvConn2 = nullptr,
                                 ConnInfo* sendConn2 = nullptr)
       : be_(be), recv_(recvConn), send_(sendConn), fn_(fn) {
     if (recvConn2 != nullptr || sendConn2 != nullptr || (recv_ && recv_->llBuff == nullptr) ||
         (send_ && send_->llBuff == nullptr)) {
-      status_ = kWorkBadProto;
+      status_ = WorkStatus::kBadProto;
     }
     if (recv_) recvStep_ = recv_->step;
     if (send_) sendStep_ = send_->step, headSeen_ = send_->headSeen;
@@ -89,12 +89,12 @@ class PrimitivesLL : public PrimitiveCalls<PrimitivesLL<T, Fn, Backend>, T> {
   /// Writes the steps (and the head cache) back for the next operation. Every thread writes
   /// the same values, so each thread's next read of them (the next primitives object on these
   /// connections) sees its own write: no barrier needed before that read.
-  TCCL_HOST_DEVICE uint32_t finish() {
+  TCCL_HOST_DEVICE WorkStatus finish() {
     if (recv_) recv_->step = recvStep_;
     if (send_) send_->step = sendStep_, send_->headSeen = headSeen_;
     return status_;
   }
-  TCCL_HOST_DEVICE uint32_t status() const { return status_; }
+  TCCL_HOST_DEVICE WorkStatus status() const { return status_; }
 
  private:
   static constexpr int kEltPerLine = int(8 / sizeof(T));
@@ -142,7 +142,7 @@ class PrimitivesLL : public PrimitiveCalls<PrimitivesLL<T, Fn, Backend>, T> {
   /// then each thread moves its lines, then one barrier and head.
   TCCL_HOST_DEVICE TCCL_NOINLINE bool op(TraceWhat prim, const T* src, T* dst, size_t n,
                                          bool doRecv, bool doSend, bool postOp) {
-    if (status_ != kWorkOk) return false;
+    if (status_ != WorkStatus::kOk) return false;
     const uint64_t tCall = be_.traceNow();
     const bool srcAligned = (reinterpret_cast<uintptr_t>(src) % 8) == 0;
     const bool dstAligned = (reinterpret_cast<uintptr_t>(dst) % 8) == 0;
@@ -160,7 +160,8 @@ class PrimitivesLL : public PrimitiveCalls<PrimitivesLL<T, Fn, Backend>, T> {
         if (sendStep_ + 1 > headSeen_ + kNSteps &&
             !be_.waitAtLeast(&send_->fifo->head, sendStep_ + 1 - kNSteps, &send_->fifo->closed,
                              &headSeen_)) {
-          return fail(loadFlag(&send_->fifo->closed) ? kWorkPeerClosed : kWorkAborted);
+          return fail(loadFlag(&send_->fifo->closed) ? WorkStatus::kPeerClosed
+                                                     : WorkStatus::kAborted);
         }
         traceStep(TraceWhat::kWaitSend, t, kTraceNoStep, sendStep_, 0);
         t = be_.traceNow();
@@ -179,7 +180,7 @@ class PrimitivesLL : public PrimitiveCalls<PrimitivesLL<T, Fn, Backend>, T> {
         if (doRecv && be_.llWaitLine(recvSlot + kLLDataLines, recvFlag, recv_->fifo, recvStep_,
                                      &theirs) &&
             theirs != bytes) {
-          be_.llStop(kWorkSizeMismatch);  // the others stop waiting for lines too
+          be_.llStop(WorkStatus::kSizeMismatch);  // the others stop waiting for lines too
         }
       }
       const T* in = src ? src + off : nullptr;
@@ -199,8 +200,8 @@ class PrimitivesLL : public PrimitiveCalls<PrimitivesLL<T, Fn, Backend>, T> {
       // Protocol step 3: one barrier (every thread is done with the slot and has seen every
       // line), then the consumer frees the slot. The stop word, read after the barrier, is
       // the same in every thread: they all fail together or go on together.
-      const uint32_t why = be_.llSyncStatus();
-      if (why != kWorkOk) return fail(why);
+      const WorkStatus why = be_.llSyncStatus();
+      if (why != WorkStatus::kOk) return fail(why);
       if (doRecv) {
         traceStep(TraceWhat::kWaitRecv, t, recvStep_, kTraceNoStep, 0);
         be_.postConsumed(&recv_->fifo->head, ++recvStep_, /*synced=*/true);
@@ -230,7 +231,7 @@ class PrimitivesLL : public PrimitiveCalls<PrimitivesLL<T, Fn, Backend>, T> {
     if (be_.tracing()) be_.traceEmit(this->makeRecord(what, t0, t1, recvStep, sendStep, bytes));
   }
 
-  TCCL_HOST_DEVICE bool fail(uint32_t why) {
+  TCCL_HOST_DEVICE bool fail(WorkStatus why) {
     status_ = why;
     return false;
   }
@@ -242,7 +243,7 @@ class PrimitivesLL : public PrimitiveCalls<PrimitivesLL<T, Fn, Backend>, T> {
   uint64_t recvStep_ = 0;
   uint64_t sendStep_ = 0;
   uint64_t headSeen_ = 0;  // send side: the consumer's head as last seen (every thread alike)
-  uint32_t status_ = kWorkOk;
+  WorkStatus status_ = WorkStatus::kOk;
 };
 
 }  // namespace tccl

@@ -49,8 +49,8 @@ TCCL_HOST_DEVICE inline int rdPow2(int n) {
 /// One exchange on [off, off+len): src goes to the partner, theirs (+) src lands in out.
 template <typename T, typename F, class Backend,
           template <typename, typename, class> class Prims>
-TCCL_HOST_DEVICE uint32_t rdExchange(Backend& be, ConnInfo* send, ConnInfo* recv,
-                                     const RingSlice& s, const T* src, T* out, F fn, bool last) {
+TCCL_HOST_DEVICE WorkStatus rdExchange(Backend& be, ConnInfo* send, ConnInfo* recv,
+                                       const RingSlice& s, const T* src, T* out, F fn, bool last) {
   Prims<T, F, Backend> prims(be, recv, send, fn);
   for (size_t off = s.begin; off < s.end; off += s.chunk) {
     const size_t len = minSize(s.chunk, s.end - off);
@@ -63,13 +63,13 @@ TCCL_HOST_DEVICE uint32_t rdExchange(Backend& be, ConnInfo* send, ConnInfo* recv
 
 template <typename T, typename Fn, class Backend,
           template <typename, typename, class> class Prims = Primitives>
-TCCL_HOST_DEVICE uint32_t recDoublingAllReduce(Backend& be, const WorkBatch& b,
-                                               const WorkItem& it, const RingSlice& s,
-                                               const T* in, T* out, Fn fn) {
+TCCL_HOST_DEVICE WorkStatus recDoublingAllReduce(Backend& be, const WorkBatch& b,
+                                                 const WorkItem& it, const RingSlice& s,
+                                                 const T* in, T* out, Fn fn) {
   ConnInfo* const* c = b.conns + it.connStart;
   const int r = s.rank, n = s.nranks, p = rdPow2(n), extra = n - p;
   const int steps = (it.nConns - 2) / 2;
-  uint32_t st = kWorkOk;
+  WorkStatus st = WorkStatus::kOk;
   // >>> exercise 3.3: recursive doubling
   if (r < 2 * extra && r % 2 == 0) {
     // Folded: hand the input to r+1 (pre() applied on the way), then take the result back.
@@ -90,11 +90,11 @@ TCCL_HOST_DEVICE uint32_t recDoublingAllReduce(Backend& be, const WorkBatch& b,
     for (size_t off = s.begin; off < s.end; off += s.chunk) {
       prims.recvReduceCopy(in + off, out + off, minSize(s.chunk, s.end - off), steps == 0);
     }
-    if ((st = prims.finish()) != kWorkOk) return st;
+    if ((st = prims.finish()) != WorkStatus::kOk) return st;
     src = out;
     partial = true;
   }
-  for (int j = 0; j < steps && st == kWorkOk; j++) {
+  for (int j = 0; j < steps && st == WorkStatus::kOk; j++) {
     const bool last = j == steps - 1;
     // The first combination applies pre() to our input; later ones continue a partial result.
     st = rdExchange<T, Fn, Backend, Prims>(be, c[2 + 2 * j], c[3 + 2 * j], s, src, out,
@@ -102,7 +102,7 @@ TCCL_HOST_DEVICE uint32_t recDoublingAllReduce(Backend& be, const WorkBatch& b,
     src = out;
     partial = true;
   }
-  if (st == kWorkOk && r < 2 * extra) {
+  if (st == WorkStatus::kOk && r < 2 * extra) {
     // Give the folded neighbour its result.
     // (chained: a result must not go through pre() again on its way out.)
     Prims<T, Fn, Backend> prims(be, nullptr, c[0], chained(fn));

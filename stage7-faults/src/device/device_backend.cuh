@@ -114,7 +114,9 @@ struct DeviceBackend {
   /// Why a thread stopped polling: the block's shared word (0: nobody did). Raised by any
   /// thread, read by the others between polls, so that threads waiting for lines that will
   /// never come (an abort, a size mismatch) stop too. Zeroed at kernel start (runKernel); an
-  /// item whose word was raised fails, so nobody needs to lower it again.
+  /// item whose word was raised fails, so nobody needs to lower it again. A WorkStatus kept as
+  /// a uint32_t: it is a volatile shared word that __syncthreads_or tests (llStop and
+  /// llSyncStatus convert).
   __device__ static volatile uint32_t& stopWord() {
     __shared__ uint32_t word;
     return word;
@@ -124,7 +126,7 @@ struct DeviceBackend {
   /// every poll (a shared-memory read). Returns false, with the stop word raised, when it gave
   /// up. A `tail` past `step` with the line still missing means the producer sent this step
   /// on Simple: the two ends chose different protocols, which only a send and a receive of
-  /// different sizes can cause (kWorkSizeMismatch, as Simple's size check reports).
+  /// different sizes can cause (WorkStatus::kSizeMismatch, as Simple's size check reports).
   __device__ bool llWaitLine(const LLLine* line, uint32_t flag, const ConnFifo* fifo,
                              uint64_t step, uint64_t* data) const {
     int spins = 0;
@@ -133,7 +135,7 @@ struct DeviceBackend {
       if (++spins < kSpinsPerCheck) continue;
       spins = 0;
       if (*abortFlag != 0) {
-        stopWord() = kWorkAborted;
+        llStop(WorkStatus::kAborted);
         return false;
       }
       // Acquire: a later Simple step of the producer (a legitimate mix of protocols) moves
@@ -141,29 +143,29 @@ struct DeviceBackend {
       // after the acquire, is there unless the producer sent this step on Simple.
       if (loadAcquire(&fifo->tail) > step) {
         if (llLoadLine(line, flag, data)) return true;
-        stopWord() = kWorkSizeMismatch;
+        llStop(WorkStatus::kSizeMismatch);
         return false;
       }
       if (*reinterpret_cast<const volatile uint32_t*>(&fifo->closed) != 0) {
         // closed is set after the peer's last write: look at the line once more.
         __threadfence_system();
         if (llLoadLine(line, flag, data)) return true;
-        stopWord() = kWorkPeerClosed;
+        llStop(WorkStatus::kPeerClosed);
         return false;
       }
     }
     return true;
   }
   /// Raises the stop word (a thread found a failure every thread must act on).
-  __device__ void llStop(uint32_t why) const { stopWord() = why; }
+  __device__ void llStop(WorkStatus why) const { stopWord() = static_cast<uint32_t>(why); }
   /// The end of an LL step: a barrier that also tells every thread whether the stop word was
   /// raised before it (__syncthreads_or: the same answer in every thread, even if a thread
   /// that runs ahead into the next step raises the word before a slow one has looked), then
-  /// the reason (kWorkOk: none).
-  __device__ uint32_t llSyncStatus() const {
-    if (__syncthreads_or(stopWord() != 0) == 0) return kWorkOk;
+  /// the reason (WorkStatus::kOk: none).
+  __device__ WorkStatus llSyncStatus() const {
+    if (__syncthreads_or(stopWord() != 0) == 0) return WorkStatus::kOk;
     const uint32_t why = stopWord();
-    return why != 0 ? why : kWorkAborted;
+    return why != 0 ? static_cast<WorkStatus>(why) : WorkStatus::kAborted;
   }
 
   /// Publishes *counter = value once every thread's writes to the slot are done. gpuScope:

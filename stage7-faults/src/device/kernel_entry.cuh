@@ -60,14 +60,16 @@ __device__ __forceinline__ void runKernel(const WorkBatch& batch, bool copies) {
   for (int i = int(blockIdx.x); i < batch.nItems; i += int(gridDim.x)) {
     // The LL protocol's stop word starts lowered (device_backend.cuh); the barrier makes that
     // visible to every thread before any can raise it.
-    if (threadIdx.x == 0) DeviceBackend::stopWord() = kWorkOk;
+    if (threadIdx.x == 0) DeviceBackend::stopWord() = 0;
     __syncthreads();
     Backend be;
     be.abortFlag = batch.abortFlag;
     be.copies = copies;
     if (batch.trace != nullptr) be.trace = &batch.trace[i];
-    uint32_t status = runWorkItem(be, batch, i);
-    if (threadIdx.x == 0 && status != kWorkOk) batch.status[i] = status;
+    WorkStatus status = runWorkItem(be, batch, i);
+    if (threadIdx.x == 0 && status != WorkStatus::kOk) {
+      batch.status[i] = static_cast<uint32_t>(status);
+    }
     if (threadIdx.x == 0 && be.trace != nullptr) be.trace->count = be.traceCount;
     // Barrier: every thread has finished with this item (and read the stop word) before the
     // leader lowers the word for the next one.

@@ -49,11 +49,11 @@ TCCL_HOST_DEVICE inline bool p2pOnChannel(const WorkElem& w, const WorkItem& ite
 /// primitives object of that protocol; *e ends at the first elem it did not run. Elems with
 /// no part on this channel are passed over.
 template <template <typename, typename, class> class Prims, class Backend>
-TCCL_HOST_DEVICE uint32_t runP2pElems(Backend& be, const WorkBatch& batch, const WorkItem& item,
-                                      int* e) {
+TCCL_HOST_DEVICE WorkStatus runP2pElems(Backend& be, const WorkBatch& batch, const WorkItem& item,
+                                        int* e) {
   using Bytes = uint8_t;
   Prims<Bytes, FuncCopy<Bytes>, Backend> prims(be, item.recvConn, item.sendConn);
-  const uint8_t proto = batch.elems[*e].proto;
+  const WorkProto proto = batch.elems[*e].proto;
   for (; *e < item.elemStart + item.elemCount && batch.elems[*e].proto == proto; ++*e) {
     const WorkElem& w = batch.elems[*e];
     if (!p2pOnChannel(w, item)) continue;
@@ -85,23 +85,26 @@ TCCL_HOST_DEVICE uint32_t runP2pElems(Backend& be, const WorkBatch& batch, const
 /// depends on its size); each run of one protocol gets its own primitives object, which
 /// continues at the steps the previous one wrote back.
 template <class Backend>
-TCCL_HOST_DEVICE uint32_t runP2pItem(Backend& be, const WorkBatch& batch, const WorkItem& item) {
+TCCL_HOST_DEVICE WorkStatus runP2pItem(Backend& be, const WorkBatch& batch, const WorkItem& item) {
   int e = item.elemStart;
   while (e < item.elemStart + item.elemCount) {
     if (!p2pOnChannel(batch.elems[e], item)) {  // (no primitives object for nothing)
       e++;
       continue;
     }
-    uint32_t status = kWorkOk;
+    WorkStatus status = WorkStatus::kOk;
     if constexpr (Backend::kP2pLL) {
-      if (batch.elems[e].proto == kProtoLL) status = runP2pElems<PrimitivesLL>(be, batch, item, &e);
-      else status = runP2pElems<Primitives>(be, batch, item, &e);
+      if (batch.elems[e].proto == WorkProto::kLL) {
+        status = runP2pElems<PrimitivesLL>(be, batch, item, &e);
+      } else {
+        status = runP2pElems<Primitives>(be, batch, item, &e);
+      }
     } else {
       status = runP2pElems<Primitives>(be, batch, item, &e);
     }
-    if (status != kWorkOk) return status;
+    if (status != WorkStatus::kOk) return status;
   }
-  return kWorkOk;
+  return WorkStatus::kOk;
 }
 
 #if !defined(__CUDA_ARCH__)

@@ -7,7 +7,7 @@
  * peer's process here, and a waiter that has polled for a while (host_backend.h, the slow
  * path before it sleeps) asks check(): one poll() over pidfds, which become readable when
  * their process exits. For a dead peer, check() marks every FIFO shared with it closed --
- * what the proxy does for a socket -- so the waiters return kWorkPeerClosed and the call
+ * what the proxy does for a socket -- so the waiters return WorkStatus::kPeerClosed and the call
  * fails with tcclRemoteError instead of hanging.
  *
  * The peer's pid comes from the kernel (SO_PEERCRED on the socket that carried the segment),
