@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "device/direct.h"
 #include "device/fifo.h"
 #include "device/reduce_copy.h"
 #include "device/trace_record.h"
@@ -67,8 +68,8 @@ class Kickable {
 constexpr int kYieldPolls = 64;
 
 struct HostBackend {
-  /// Host threads can hand the proxy pointers into user buffers (see fifo.h, direct mode).
-  static constexpr bool kDirect = true;
+  /// Host threads can hand the proxy pointers into user buffers (direct mode, device/direct.h).
+  using Direct = HostDirect;
   const volatile uint32_t* abortFlag;
   ProgressSignal* progress;  // notified by the proxy whenever it moves a counter
   Kickable* proxy;           // kicked after we move a counter

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "device/direct.h"
 #include "device/fifo.h"
 #include "device/reduce_copy.h"
 #include "device/trace_record.h"
@@ -85,8 +86,8 @@ constexpr int kPeerPollRounds = 20000;
 constexpr long kPeerPollSleepUs = 100;
 
 struct HostBackend {
-  /// Host threads can hand the proxy pointers into user buffers (see fifo.h, direct mode).
-  static constexpr bool kDirect = true;
+  /// Host threads can hand the proxy pointers into user buffers (direct mode, device/direct.h).
+  using Direct = HostDirect;
   /// Runs the reducing collectives of every element type (stage 5: each GPU kernel runs
   /// one type's, see device/kernel_entry.cuh), and the copying ones.
   static constexpr ReducingTypes kReducing = ReducingTypes::kEvery;  // device/work.h

@@ -16,6 +16,7 @@
 #ifndef TCCL_DEVICE_DEVICE_BACKEND_CUH_
 #define TCCL_DEVICE_DEVICE_BACKEND_CUH_
 
+#include "device/direct.h"
 #include "device/fifo.h"
 #include "device/reduce_copy.h"
 #include "device/trace_record.h"
@@ -24,7 +25,7 @@ namespace tccl {
 
 struct DeviceBackend {
   /// Device buffers cannot be handed to a host proxy: every step is staged in the FIFO.
-  static constexpr bool kDirect = false;
+  using Direct = NoDirect;
   const volatile uint32_t* abortFlag;
   // Step timeline (device/trace_record.h): this block's record buffer, null when tracing is off; the
   // leader counts its records here and the kernel stores the count once at the end (one

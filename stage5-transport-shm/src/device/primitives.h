@@ -27,10 +27,11 @@
  * thread) and on the GPU (one thread block): the Backend supplies waiting, posting and the
  * reduceCopy loop (host_backend.h, device_backend.cuh).
  *
- * On the host, over a transport with a proxy, steps go direct where they can (fifo.h): a plain
- * send lends src to the proxy, a call with a dst and a send lends dst once the step's result is
- * written there (one write instead of two), and a receive without a reduction (recv,
- * recvCopySend) pre-posts dst, so a forwarded step goes from socket to dst to socket untouched.
+ * On the host, over a transport with a proxy, steps go direct where they can, as the backend's
+ * policy decides (device/direct.h; kernels have none): a plain send lends src to the proxy, a
+ * call with a dst and a send lends dst once the step's result is written there (one write
+ * instead of two), and a receive without a reduction (recv, recvCopySend) pre-posts dst, so a
+ * forwarded step goes from socket to dst to socket untouched.
  *
  * With TCCL_TRACE_FILE set, each call and each of its steps leaves a record (device/trace_record.h):
  * the waits, the copy or reduction, the call as a whole with the chunk index the algorithm
@@ -54,6 +55,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "device/direct.h"
 #include "device/fifo.h"
 #include "device/prim_calls.h"
 #include "device/reduce_op.h"
@@ -68,6 +70,7 @@ class Primitives : public PrimitiveCalls<Primitives<T, Fn, Backend>, T> {
   using Calls = PrimitiveCalls<Primitives, T>;
   friend Calls;
   using Calls::chunk_, Calls::recvPeer_, Calls::sendPeer_, Calls::channel_;
+  using Direct = typename Backend::Direct;  // host direct mode, or none (device/direct.h)
 
  public:
   /// recvConn2 / sendConn2 (stage 3): a second peer on each side (a tree node's children).
@@ -95,11 +98,9 @@ class Primitives : public PrimitiveCalls<Primitives<T, Fn, Backend>, T> {
   /// on a socket the other side has not drained (MPI_Irecv before MPI_Send). Kernels never
   /// stage by permission (fifo.h), so this is a no-op there. Stage 3.
   TCCL_HOST_DEVICE void prepostRecv(size_t n) {
-    if (!Backend::kDirect || recv_ == nullptr || !recv_->direct || n == 0) return;
+    if (recv_ == nullptr) return;
     const size_t stepElems = recv_->stepBytes / sizeof(T);
-    const uint64_t end = recvStep_ + (n + stepElems - 1) / stepElems;
-    const uint64_t ahead = recvStep_ + kNSteps;  // the FIFO holds no more than this
-    allowStaging(recv_->fifo, ahead < end ? ahead : end);
+    Direct::prepostRecv(recv_, recvStep_, (n + stepElems - 1) / stepElems);
   }
 
   /// Writes the step counters back so the next operation on these connections continues
@@ -132,23 +133,11 @@ class Primitives : public PrimitiveCalls<Primitives<T, Fn, Backend>, T> {
     // A second peer on a side that takes part (stage 3): the call reads or fills two slots.
     const bool fanIn = doRecv && recv2_ != nullptr;
     const bool fanOut = doSend && send2_ != nullptr;
-    // Direct mode (fifo.h) for a pure send or a pure receive of plain data on the host.
-    const bool directSend = Backend::kDirect && Fn::kPlain && doSend && !doRecv && src && !dst &&
-                            send_->direct && !fanOut;
-    // The step's result is written to dst anyway and is also what goes to the next rank: lend
-    // dst to the proxy instead of writing the same bytes a second time into the send slot.
-    const bool sendFromDst = Backend::kDirect && doSend && dst && send_->direct && !fanOut;
-    // A receive without a reduction lands in dst directly; when it also sends (recvCopySend)
-    // the send then lends dst, so a forwarded step is never copied in user space at all. (Only
-    // with a lending send: a slot-reading send would need a copy of what landed.)
-    const bool directRecv = Backend::kDirect && doRecv && !src && dst && recv_->direct &&
-                            (!doSend || sendFromDst) && !fanIn;
-    RecvOffers offers{recvStep_};  // a direct receive's offers (fifo.h)
-    // Any other receive on the host reads the slot: steps up to this call's last may be staged.
-    const bool stagedRecv = Backend::kDirect && doRecv && !directRecv && recv_->direct;
-    const bool stagedRecv2 = Backend::kDirect && fanIn && recv2_->direct;
-    const uint64_t endStep = recvStep_ + (n + stepElems - 1) / stepElems;  // this call's last + 1
-    const uint64_t endStep2 = recvStep2_ + (n + stepElems - 1) / stepElems;
+    // Which steps go straight between the user's buffers and the proxy (device/direct.h):
+    // on the host, lent sends and receives in place; in a kernel, none.
+    Direct direct(DirectCall{Fn::kPlain, src, dst, n * sizeof(T), stepElems * sizeof(T),
+                             doRecv ? recv_ : nullptr, fanIn ? recv2_ : nullptr,
+                             doSend ? send_ : nullptr, fanOut, recvStep_, recvStep2_});
     for (size_t off = 0; off < n; off += stepElems) {
       const size_t m = (n - off < stepElems) ? n - off : stepElems;
       const T* recvSlot = nullptr;
@@ -157,18 +146,9 @@ class Primitives : public PrimitiveCalls<Primitives<T, Fn, Backend>, T> {
       uint64_t t = be_.traceNow();
       if (doRecv) {
         const int slot = int(recvStep_ % kNSteps);
-        if (directRecv) {
-          // Pre-post receives, as MPI does: offer every step of this call that fits in the
-          // FIFO (the slots of steps below recvStep_ + kNSteps are all consumed), so bytes
-          // that arrive while this thread is away still land in dst instead of a slot.
-          offers.offerUpTo(recv_->fifo, stepElems * sizeof(T), reinterpret_cast<char*>(dst),
-                           n * sizeof(T), recvStep_ + kNSteps);
-          landed = offers.landed(recvStep_);
-        }
-        if (stagedRecv) {
-          const uint64_t ahead = recvStep_ + kNSteps;  // the FIFO holds no more than this
-          allowStaging(recv_->fifo, ahead < endStep ? ahead : endStep);
-        }
+        // Pre-post receives, as MPI does, or let the proxy stage: before the wait, so bytes
+        // that arrive while this thread is away still move.
+        landed = direct.beforeRecvWait(recvStep_);
         // >>> exercise 1.1: the consumer's wait and size check
         // Protocol step 1 (consumer): wait until the producer has published this step.
         if (!be_.waitAtLeast(&recv_->fifo->tail, recvStep_ + 1, &recv_->fifo->closed)) {
@@ -188,10 +168,7 @@ class Primitives : public PrimitiveCalls<Primitives<T, Fn, Backend>, T> {
       const T* recvSlot2 = nullptr;
       if (fanIn) {  // the same protocol step on the second receive connection
         const uint64_t t2 = be_.traceNow();
-        if (stagedRecv2) {
-          const uint64_t ahead = recvStep2_ + kNSteps;
-          allowStaging(recv2_->fifo, ahead < endStep2 ? ahead : endStep2);
-        }
+        direct.beforeRecvWait2(recvStep2_);
         if (!be_.waitAtLeast(&recv2_->fifo->tail, recvStep2_ + 1, &recv2_->fifo->closed)) {
           return fail(loadFlag(&recv2_->fifo->closed) ? WorkStatus::kPeerClosed
                                                       : WorkStatus::kAborted);
@@ -217,9 +194,9 @@ class Primitives : public PrimitiveCalls<Primitives<T, Fn, Backend>, T> {
         const int slot = int(sendStep_ % kNSteps);
         sendSlot = reinterpret_cast<T*>(send_->buff + slot * send_->stepBytes);
         // Direct: the proxy sends from the user buffer; otherwise from the slot.
-        char* lent = directSend ? (char*)(src + off) : sendFromDst ? (char*)(dst + off) : nullptr;
+        char* lent = direct.lent(src ? src + off : nullptr, dst ? dst + off : nullptr);
         if (be_.leader()) send_->fifo->ptrs[slot] = lent;
-        if (sendFromDst) sendSlot = nullptr;  // the data goes to dst only
+        if (direct.fromDst) sendSlot = nullptr;  // the data goes to dst only
       }
       T* sendSlot2 = nullptr;
       if (fanOut) {  // the same protocol step on the second send connection
@@ -234,7 +211,7 @@ class Primitives : public PrimitiveCalls<Primitives<T, Fn, Backend>, T> {
       }
       // Step 2: move (and combine) the data. Sources: the received slot and/or the user input;
       // destinations: the user output and/or the send slot.
-      if (!landed && !directSend) {
+      if (!landed && !direct.send) {
         const T* userIn = src ? src + off : nullptr;
         T* d0 = dst ? dst + off : sendSlot;
         T* d1 = (dst && sendSlot) ? sendSlot : nullptr;
@@ -263,7 +240,7 @@ class Primitives : public PrimitiveCalls<Primitives<T, Fn, Backend>, T> {
         }
       }
       // Traced before tail moves: the consumer can only see this step later.
-      traceStep(landed || directSend ? TraceWhat::kDirect
+      traceStep(landed || direct.send ? TraceWhat::kDirect
                 : (recvSlot && src)  ? TraceWhat::kReduce
                                      : TraceWhat::kCopy,
                 t, doRecv ? recvStep_ : kTraceNoStep, doSend ? sendStep_ : kTraceNoStep,
@@ -292,7 +269,7 @@ class Primitives : public PrimitiveCalls<Primitives<T, Fn, Backend>, T> {
     }
     // A direct send lent the proxy pointers into src or dst: return only once it has sent
     // them all (the caller may change both as soon as the operation is over).
-    if ((directSend || sendFromDst) && sendStep_ > 0 &&
+    if (direct.lends() && sendStep_ > 0 &&
         !be_.waitAtLeast(&send_->fifo->head, sendStep_, &send_->fifo->closed)) {
       return fail(loadFlag(&send_->fifo->closed) ? WorkStatus::kPeerClosed : WorkStatus::kAborted);
     }

@@ -17,6 +17,7 @@
 #ifndef TCCL_DEVICE_DEVICE_BACKEND_CUH_
 #define TCCL_DEVICE_DEVICE_BACKEND_CUH_
 
+#include "device/direct.h"
 #include "device/fifo.h"
 #include "device/reduce_copy.h"
 #include "device/trace_record.h"
@@ -26,7 +27,7 @@ namespace tccl {
 
 struct DeviceBackend {
   /// Device buffers cannot be handed to a host proxy: every step is staged in the FIFO.
-  static constexpr bool kDirect = false;
+  using Direct = NoDirect;
   /// Stage 5: which element type's reducing collectives this kernel runs. Each type has a
   /// kernel of its own, compiled in a translation unit of its own (device/kernel_entry.cuh
   /// says why); this one, the base kernel's, runs none: only copies and send/recv.
