@@ -339,6 +339,11 @@ tcclResult_t commFree(tcclComm* comm, bool abort) {
   if (comm->launch.proxy) comm->launch.proxy->stop();
   comm->launch.workers.reset();
   comm->launch.fibers.clear();
+  // A clean departure (destroy, not abort) closes our end of every FIFO shared with a peer
+  // on this host first, as a socket's orderly close does: the peer then sees that we left,
+  // not that we died (transport/shm/peer_watch.cc), and keeps what we published. After an
+  // abort they stay open: our exit is a death and fails the peers' communicator.
+  if (!abort && comm->peerWatch) comm->peerWatch->leave();
   for (auto& [key, c] : comm->connectors) {
     if (c->transportComm) c->transportComm->free(*c);
   }

@@ -12,6 +12,8 @@
 #                     every rank's call ends in tcclRemoteError naming its operation, within
 #                     TCCL_TIMEOUT=3 plus a margin, each leaving its dump (2 and 3 ranks)
 #   frtrace           tools/frtrace on those dumps says rank 1 never joined collective 2
+#   peer_departure    a peer on this host that destroyed its communicator and exited fails
+#                     nothing; one that died fails the communicator (PeerWatch, no MPI)
 #   check_mode        TCCL_CHECK_MODE=1: a count, type, root, reduction or collective that
 #                     differs on one rank is refused on every rank, naming both calls (2, 3)
 #
@@ -78,6 +80,17 @@ foreach(np IN LISTS _nps)
   tccl_add_mpi_test(NAME ${TCCL_STAGE_PREFIX}lifecycle NP ${np}
     COMMAND ${TCCL_STAGE_PREFIX}test_lifecycle LABELS ${_faults_labels} TIMEOUT 120)
 endforeach()
+
+# A peer that left against one that died (transport/shm/peer_watch.cc), compiled from the
+# stage's sources (libtccl.so exports only the API), a forked child as the peer.
+set(_t ${TCCL_STAGE_PREFIX}test_peer_departure)
+add_executable(${_t} ${_faults_src}/peer_departure_test.cc
+  ${TCCL_STAGE_DIR}/src/transport/shm/peer_watch.cc ${TCCL_STAGE_DIR}/src/comm_context.cc)
+target_include_directories(${_t} PRIVATE ${TCCL_STAGE_DIR}/include ${TCCL_STAGE_DIR}/src)
+target_link_libraries(${_t} PRIVATE tccl_common GTest::gtest_main Threads::Threads)
+tccl_warnings(${_t})
+tccl_add_test(NAME ${TCCL_STAGE_PREFIX}peer_departure COMMAND ${_t} LABELS ${_faults_labels}
+  TIMEOUT 60)
 
 # Fault injection: ranks as forked processes (a dying rank would end an mpirun job).
 tccl_stage_test_executable(${TCCL_STAGE_PREFIX}test_fault_inject PUBLIC_API GTEST_MAIN

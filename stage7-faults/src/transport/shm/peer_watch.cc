@@ -56,18 +56,41 @@ void PeerWatch::check() {
     }
     if (!gone) continue;
     p.dead = true;
-    TCCL_WARN("rank %d (pid %d) has exited: closing its %zu shared-memory connection(s)", p.rank,
-              int(p.pid), p.fifos.size());
+    // Stage 7: it left, or it died? A peer that destroyed its communicator closed every FIFO
+    // we share before it exited (leave(), from commFree); otherwise only we close them, here.
+    // Acquire: its counter stores came before its flag.
+    bool left = true;
+    for (ConnFifo* f : p.fifos) left = left && __atomic_load_n(&f->closed, __ATOMIC_ACQUIRE) != 0;
+    if (left) {
+      TCCL_INFO(kInit, "rank %d (pid %d) destroyed its communicator and exited", p.rank,
+                int(p.pid));
+    } else {
+      TCCL_WARN("rank %d (pid %d) has exited: closing its %zu shared-memory connection(s)",
+                p.rank, int(p.pid), p.fifos.size());
+    }
     // What a proxy does when a socket closes: waiters see `closed` and give up. Release: a
     // waiter that sees the flag re-reads the counter once (fifo.h), after our store.
     for (ConnFifo* f : p.fifos) __atomic_store_n(&f->closed, 1u, __ATOMIC_RELEASE);
     // Stage 7: a dead rank ends every collective of the communicator, not just the waits on
-    // it: the others would otherwise wait out the watchdog for peers that wait on it.
-    if (comm_ != nullptr) {
+    // it: the others would otherwise wait out the watchdog for peers that wait on it. A rank
+    // that left ends nothing: what it published stays readable (a wait finds its step there,
+    // or fails on `closed` for one it never sent). Failing the communicator for it raced
+    // with our own reads: a waiter that looked just before the peer's last step and called
+    // check() just after the peer's exit failed an operation whose every byte had come.
+    if (comm_ != nullptr && !left) {
       char why[160];
       snprintf(why, sizeof why, "rank %d (pid %d) has exited", p.rank, int(p.pid));
       comm_->setError(tcclRemoteError, why);
     }
+  }
+}
+
+void PeerWatch::leave() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Release: our last counter stores come before the flag (a waiter that sees it re-reads
+  // the counter, fifo.h); the peer's check() reads it with acquire once our process is gone.
+  for (Peer& p : peers_) {
+    for (ConnFifo* f : p.fifos) __atomic_store_n(&f->closed, 1u, __ATOMIC_RELEASE);
   }
 }
 

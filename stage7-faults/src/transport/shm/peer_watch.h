@@ -47,6 +47,9 @@ class PeerWatch : public PeerCheck {
   void watch(int rank, pid_t pid, ConnFifo* fifo);
   /// Marks the FIFOs of dead peers closed. Cheap enough for a waiter's slow path.
   void check() override;
+  /// Stage 7: a clean departure (commFree, not an abort): closes our end of every FIFO we
+  /// share, so that each peer's check() sees that we left, not that we died.
+  void leave();
 
  private:
   struct Peer {
