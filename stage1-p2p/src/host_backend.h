@@ -87,10 +87,9 @@ struct HostBackend {
     proxy->kick();                 // the proxy thread moves the step (or frees the slot)
   }
 
-  template <typename T, typename Fn>
-  void reduceCopy(const T* recvIn, const T* userIn, T* d0, T* d1, size_t n, Fn fn,
-                  bool postOp) const {
-    reduceCopyHost<T>(recvIn, userIn, d0, d1, n, fn, postOp);
+  template <typename T>
+  void copy(const T* src, T* d0, T* d1, size_t n) const {
+    copyHost<T>(src, d0, d1, n);
   }
 };
 

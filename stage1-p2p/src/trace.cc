@@ -26,9 +26,8 @@ constexpr uint32_t kClockTag = 0x7c10c;
 constexpr int kClockRounds = 16;
 
 /// The event names of executor records, indexed by TraceWhat.
-const char* const kWhatNames[] = {"send",  "recv", "copySend", "recvCopySend", "recvReduceSend",
-                                  "recvReduceCopy", "recvReduceCopySend", "wait recv",
-                                  "wait send", "copy", "reduce"};
+const char* const kWhatNames[] = {"send",      "recv",      "copySend", "recvCopySend",
+                                  "wait recv", "wait send", "copy"};
 static_assert(sizeof(kWhatNames) / sizeof(kWhatNames[0]) == size_t(TraceWhat::kCount),
               "one name per TraceWhat");
 
@@ -37,7 +36,7 @@ struct Names {
   uint16_t proxySend, proxyRecv;
   Names() {
     for (size_t i = 0; i < size_t(TraceWhat::kCount); i++) {
-      if (i <= size_t(TraceWhat::kRecvReduceCopySend)) {
+      if (i <= size_t(TraceWhat::kRecvCopySend)) {
         what[i] = traceName(kWhatNames[i], "prim",
                             {"chunk", "bytes", "channel", "recvPeer", "sendPeer"});
       } else if (i == size_t(TraceWhat::kWaitRecv) || i == size_t(TraceWhat::kWaitSend)) {
@@ -199,7 +198,7 @@ void traceRecordEmit(int pid, int tid, const TraceRecord& r, int64_t offsetNs) {
   e.tid = tid;
   e.name = names().what[r.what];
   for (int64_t& a : e.args) a = kTraceNoArg;
-  if (what <= TraceWhat::kRecvReduceCopySend) {
+  if (what <= TraceWhat::kRecvCopySend) {
     e.args[0] = argOr(r.chunk, r.chunk >= 0);
     e.args[1] = r.bytes;
     e.args[2] = r.channel;

@@ -88,10 +88,9 @@ struct DeviceBackend {
     }
   }
 
-  template <typename T, typename Fn>
-  __device__ void reduceCopy(const T* recvIn, const T* userIn, T* d0, T* d1, size_t n, Fn fn,
-                             bool postOp) const {
-    reduceCopyBlock<T>(recvIn, userIn, d0, d1, n, fn, postOp);
+  template <typename T>
+  __device__ void copy(const T* src, T* d0, T* d1, size_t n) const {
+    copyBlock<T>(src, d0, d1, n);
   }
 };
 

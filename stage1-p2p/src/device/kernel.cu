@@ -2,7 +2,7 @@
  * device/kernel.cu: the GPU executor's kernels -- one thread block per work item.
  *
  * What it is: tcclKernel runs exactly the algorithm code the host executor runs (runWorkItem,
- * primitives, reduceCopy), with the DeviceBackend: the block's leader thread polls and posts
+ * primitives, the copy loop), with the DeviceBackend: the block's leader thread polls and posts
  * the FIFO counters in mapped host memory, every thread moves data with 16-byte loads and
  * stores. The batch arrives by value as a __grid_constant__ parameter, so no copy to device
  * memory precedes the launch. tcclClockKernel serves the step timeline. The host side -- the

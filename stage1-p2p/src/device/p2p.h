@@ -17,7 +17,6 @@
 #define TCCL_DEVICE_P2P_H_
 
 #include "device/primitives.h"
-#include "device/reduce_op.h"
 #include "device/work.h"
 
 namespace tccl {
@@ -25,7 +24,7 @@ namespace tccl {
 template <class Backend>
 TCCL_HOST_DEVICE WorkStatus runP2pItem(Backend& be, const WorkBatch& batch, const WorkItem& item) {
   using Bytes = uint8_t;
-  Primitives<Bytes, FuncCopy<Bytes>, Backend> prims(be, item.recvConn, item.sendConn);
+  Primitives<Bytes, Backend> prims(be, item.recvConn, item.sendConn);
   for (int e = item.elemStart; e < item.elemStart + item.elemCount; e++) {
     const WorkElem& w = batch.elems[e];
     const Bytes* src = static_cast<const Bytes*>(w.sendbuff);
@@ -39,9 +38,7 @@ TCCL_HOST_DEVICE WorkStatus runP2pItem(Backend& be, const WorkBatch& batch, cons
         break;
       case WorkFunc::kCopy:
         // A send to oneself: no connection, just the copy (skipped when in place).
-        if (src != dst) be.reduceCopy(static_cast<const Bytes*>(nullptr), src, dst,
-                                      static_cast<Bytes*>(nullptr), w.count, FuncCopy<Bytes>(),
-                                      false);
+        if (src != dst) be.copy(src, dst, static_cast<Bytes*>(nullptr), w.count);
         break;
       default:  // not a p2p operation: the planner never puts one in a p2p item
         break;

@@ -8,20 +8,20 @@
  *   recv(dst, n)                  prev                      -> dst
  *   copySend(src, dst, n)         src                       -> dst and next
  *   recvCopySend(dst, n)          prev                      -> dst and next
- *   recvReduceSend(src, n)        prev (+) src              -> next
- *   recvReduceCopy(src, dst, n)   prev (+) src              -> dst
- *   recvReduceCopySend(src,dst,n) prev (+) src              -> dst and next
- *
- * (+) is the functor's op; the rank's own input (src) goes through its pre() as it enters, and
- * the two calls that can produce a final result take `postOp` to apply post() to it.
  *
  * Each call cuts its n elements into FIFO steps (stepBytes each) and, per step, waits for the
- * slot, runs reduceCopy over it, and posts the counter. The same code runs on the host (one
+ * slot, copies the step's data, and posts the counter. The same code runs on the host (one
  * thread) and on the GPU (one thread block): the Backend supplies waiting, posting and the
- * reduceCopy loop (host_backend.h, device_backend.cuh).
+ * copy loop (host_backend.h, device_backend.cuh).
+ *
+ * Why the template has no reduction functor: every call above has one source (the received
+ * slot or the user input), so there is nothing to combine, and Primitives<T, Backend> reads as
+ * the FIFO protocol and nothing else. The calls that combine a received slot with the rank's
+ * input (recvReduceSend, ...) need a functor (NCCL's RedOp parameter); they and the functor
+ * parameter come together, with the first algorithm that reduces (the ring, chapter 2).
  *
  * With TCCL_TRACE_FILE set, each call and each of its steps leaves a record (device/trace_record.h):
- * the waits, the copy or reduction, the call as a whole with the chunk index the algorithm
+ * the waits, the copy, the call as a whole with the chunk index the algorithm
  * gave with chunk(c). The records of a step are taken at the protocol's edges -- a wait ends
  * right after the counter was seen, a data movement right before tail is published -- so the
  * timeline shows the FIFO protocol itself.
@@ -46,11 +46,11 @@
 
 namespace tccl {
 
-template <typename T, typename Fn, class Backend>
+template <typename T, class Backend>
 class Primitives {
  public:
-  TCCL_HOST_DEVICE Primitives(Backend& be, ConnInfo* recvConn, ConnInfo* sendConn, Fn fn = Fn())
-      : be_(be), recv_(recvConn), send_(sendConn), fn_(fn) {
+  TCCL_HOST_DEVICE Primitives(Backend& be, ConnInfo* recvConn, ConnInfo* sendConn)
+      : be_(be), recv_(recvConn), send_(sendConn) {
     // Every thread reads the persistent step counters; nobody writes them until finish().
     if (recv_) recvStep_ = recv_->step;
     if (send_) sendStep_ = send_->step;
@@ -68,25 +68,16 @@ class Primitives {
   }
 
   TCCL_HOST_DEVICE bool send(const T* src, size_t n) {
-    return op(TraceWhat::kSend, src, nullptr, n, false, true, false);
+    return op(TraceWhat::kSend, src, nullptr, n, false, true);
   }
   TCCL_HOST_DEVICE bool recv(T* dst, size_t n) {
-    return op(TraceWhat::kRecv, nullptr, dst, n, true, false, false);
+    return op(TraceWhat::kRecv, nullptr, dst, n, true, false);
   }
   TCCL_HOST_DEVICE bool copySend(const T* src, T* dst, size_t n) {
-    return op(TraceWhat::kCopySend, src, dst, n, false, true, false);
+    return op(TraceWhat::kCopySend, src, dst, n, false, true);
   }
   TCCL_HOST_DEVICE bool recvCopySend(T* dst, size_t n) {
-    return op(TraceWhat::kRecvCopySend, nullptr, dst, n, true, true, false);
-  }
-  TCCL_HOST_DEVICE bool recvReduceSend(const T* src, size_t n) {
-    return op(TraceWhat::kRecvReduceSend, src, nullptr, n, true, true, false);
-  }
-  TCCL_HOST_DEVICE bool recvReduceCopy(const T* src, T* dst, size_t n, bool postOp = false) {
-    return op(TraceWhat::kRecvReduceCopy, src, dst, n, true, false, postOp);
-  }
-  TCCL_HOST_DEVICE bool recvReduceCopySend(const T* src, T* dst, size_t n, bool postOp = false) {
-    return op(TraceWhat::kRecvReduceCopySend, src, dst, n, true, true, postOp);
+    return op(TraceWhat::kRecvCopySend, nullptr, dst, n, true, true);
   }
 
   /// Writes the step counters back so the next operation on these connections continues
@@ -106,10 +97,10 @@ class Primitives {
  private:
   /// The one loop behind every primitive (NCCL's genericOp). `src` and `dst` are the user-side
   /// input and output (either may be null); doRecv/doSend say whether the FIFOs take part.
-  /// With a received slot and a src, the two are combined with fn_; postOp applies post().
+  /// A call that receives copies from the received slot, any other from src.
   /// `prim` names the call in the step timeline.
   TCCL_HOST_DEVICE TCCL_NOINLINE bool op(TraceWhat prim, const T* src, T* dst, size_t n,
-                                         bool doRecv, bool doSend, bool postOp) {
+                                         bool doRecv, bool doSend) {
     if (status_ != WorkStatus::kOk) return false;
     const uint64_t tCall = be_.traceNow();  // 0 when tracing is off (then nothing is recorded)
     ConnInfo* c = doSend ? send_ : recv_;
@@ -151,16 +142,15 @@ class Primitives {
         const int slot = int(sendStep_ % kNSteps);
         sendSlot = reinterpret_cast<T*>(send_->buff + slot * send_->stepBytes);
       }
-      // Step 2: move (and combine) the data. Sources: the received slot and/or the user input;
-      // destinations: the user output and/or the send slot.
-      const T* userIn = src ? src + off : nullptr;
+      // Step 2: move the data. Source: the received slot, else the user input; destinations:
+      // the user output and/or the send slot.
+      const T* in = recvSlot ? recvSlot : src + off;
       T* d0 = dst ? dst + off : sendSlot;
       T* d1 = (dst && sendSlot) ? sendSlot : nullptr;
-      be_.reduceCopy(recvSlot, userIn, d0, d1, m, fn_, postOp);
+      be_.copy(in, d0, d1, m);
       // Traced before tail moves: the consumer can only see this step later.
-      traceStep((recvSlot && src) ? TraceWhat::kReduce : TraceWhat::kCopy, t,
-                doRecv ? recvStep_ : kTraceNoStep, doSend ? sendStep_ : kTraceNoStep,
-                int64_t(m * sizeof(T)));
+      traceStep(TraceWhat::kCopy, t, doRecv ? recvStep_ : kTraceNoStep,
+                doSend ? sendStep_ : kTraceNoStep, int64_t(m * sizeof(T)));
       // Step 3: publish. The producer records the size, then moves tail (the backend fences so
       // the slot and size are visible first); the consumer frees the slot by moving head.
       if (doSend) {
@@ -208,7 +198,6 @@ class Primitives {
   Backend& be_;
   ConnInfo* recv_;
   ConnInfo* send_;
-  Fn fn_;
   uint64_t recvStep_ = 0;
   uint64_t sendStep_ = 0;
   WorkStatus status_ = WorkStatus::kOk;

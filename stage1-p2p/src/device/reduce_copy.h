@@ -1,25 +1,21 @@
 /*
- * device/reduce_copy.h: the one loop that moves and combines data.
+ * device/reduce_copy.h: the one loop that moves data.
  *
- * What it is: reduceCopy reads a received slot and/or the rank's own input, combines them
- * element-wise with a reduction functor when there are two, and writes the result to one or two
- * destinations:
+ * What it is: copy reads one source -- a received slot or the rank's own input -- and writes
+ * it to one or two destinations (the user output and/or a send slot):
  *
- *     v = recvIn && userIn ? op(recvIn[i], pre(userIn[i]))
- *       : recvIn           ? recvIn[i]
- *       :                    pre(userIn[i])
- *     if (postOp) v = post(v);   dst0[i] = v;  if (dst1) dst1[i] = v;
+ *     dst0[i] = src[i];  if (dst1) dst1[i] = src[i];
  *
- * pre() touches only the rank's own input, once, as it enters the algorithm; received data has
- * been through it already on the rank that sent it. Every primitive is a call to it between waiting on and posting FIFO counters.
- * Two versions with one contract: reduceCopyHost (a plain loop; memcpy for pure copies) and
- * reduceCopyBlock (all threads of a CUDA block, 16-byte vector loads and stores when every
- * pointer allows it).
+ * Every primitive is a call to it between waiting on and posting FIFO counters.
+ * Two versions with one contract: copyHost (memcpy) and copyBlock (all threads of a CUDA
+ * block, 16-byte vector loads and stores when every pointer allows it).
+ * The file has NCCL's name: NCCL's reduceCopy is this loop generalised to combine a received
+ * slot with the rank's input, which is what it becomes once an algorithm reduces (chapter 2).
  *
- * Invariants: sources and destinations may alias only exactly (in place), never partially;
- * dst1 may be null (one destination); at least one of recvIn and userIn is non-null.
+ * Invariants: the source and a destination may alias only exactly (in place), never partially;
+ * dst1 may be null (one destination).
  *
- * NCCL counterpart: src/device/common_kernel.h (reduceCopy, reduceCopyPacks).
+ * NCCL counterpart: src/device/common_kernel.h (reduceCopy, reduceCopyPacks, with one source).
  * Added in: stage 1.
  */
 #ifndef TCCL_DEVICE_REDUCE_COPY_H_
@@ -33,30 +29,12 @@
 
 namespace tccl {
 
-/// Element i of the result (the formula above).
-template <typename T, typename Fn>
-TCCL_HOST_DEVICE inline T reduceElem(const T* recvIn, const T* userIn, size_t i, Fn fn,
-                                     bool postOp) {
-  T v = recvIn ? (userIn ? fn(recvIn[i], fn.pre(userIn[i])) : recvIn[i]) : fn.pre(userIn[i]);
-  return postOp ? fn.post(v) : v;
-}
-
 /// Host version: single thread.
-template <typename T, typename Fn>
-inline void reduceCopyHost(const T* recvIn, const T* userIn, T* dst0, T* dst1, size_t n, Fn fn,
-                           bool postOp) {
-  const T* only = recvIn ? recvIn : userIn;
-  if ((recvIn == nullptr || userIn == nullptr) && (Fn::kPlain || (recvIn && !postOp))) {
-    // A pure copy: memcpy is as fast as the host gets. In place (dst == src) is a no-op.
-    if (dst0 != only) memcpy(dst0, only, n * sizeof(T));
-    if (dst1 != nullptr && dst1 != only) memcpy(dst1, only, n * sizeof(T));
-    return;
-  }
-  for (size_t i = 0; i < n; i++) {
-    T v = reduceElem(recvIn, userIn, i, fn, postOp);
-    dst0[i] = v;
-    if (dst1 != nullptr) dst1[i] = v;
-  }
+template <typename T>
+inline void copyHost(const T* src, T* dst0, T* dst1, size_t n) {
+  // memcpy is as fast as the host gets. In place (dst == src) is a no-op.
+  if (dst0 != src) memcpy(dst0, src, n * sizeof(T));
+  if (dst1 != nullptr && dst1 != src) memcpy(dst1, src, n * sizeof(T));
 }
 
 #if defined(__CUDACC__)
@@ -65,55 +43,30 @@ struct alignas(16) Pack16 {
   uint64_t lo, hi;
 };
 
-/// One pack of results: reduceElem applied to the 16/sizeof(T) elements of a pack, in registers.
-template <typename T, typename Fn>
-__device__ inline Pack16 reducePack(const Pack16* recvIn, const Pack16* userIn, size_t p, Fn fn,
-                                    bool postOp) {
-  Pack16 a{}, b{};
-  if (recvIn) a = recvIn[p];
-  if (userIn) b = userIn[p];
-  // Element views built by value (memcpy into local arrays, never a pointer into the pack): a
-  // pointer cast would make the packs addressable and push them to the stack (local memory).
-  constexpr int kN = int(sizeof(Pack16) / sizeof(T));
-  T x[kN], y[kN];
-  memcpy(x, &a, sizeof(Pack16));
-  memcpy(y, &b, sizeof(Pack16));
-#pragma unroll
-  for (int i = 0; i < kN; i++) {  // reduceElem's formula, on values rather than pointers
-    T v = recvIn ? (userIn ? fn(x[i], fn.pre(y[i])) : x[i]) : fn.pre(y[i]);
-    x[i] = postOp ? fn.post(v) : v;
-  }
-  Pack16 out;
-  memcpy(&out, x, sizeof(Pack16));
-  return out;
-}
-
 /// Device version: every thread of the block calls it with the same arguments.
-template <typename T, typename Fn>
-__device__ inline void reduceCopyBlock(const T* recvIn, const T* userIn, T* dst0, T* dst1,
-                                       size_t n, Fn fn, bool postOp) {
+template <typename T>
+__device__ inline void copyBlock(const T* src, T* dst0, T* dst1, size_t n) {
   const int tid = threadIdx.x, nthreads = blockDim.x;
   constexpr size_t kPerPack = sizeof(Pack16) / sizeof(T);
-  uintptr_t any = reinterpret_cast<uintptr_t>(recvIn) | reinterpret_cast<uintptr_t>(userIn) |
-                  reinterpret_cast<uintptr_t>(dst0) | reinterpret_cast<uintptr_t>(dst1);
+  uintptr_t any = reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst0) |
+                  reinterpret_cast<uintptr_t>(dst1);
   size_t nPacks = 0;
   if (sizeof(T) <= sizeof(Pack16) && (any % sizeof(Pack16)) == 0) {
     // Fast path: every pointer is 16-byte aligned. Each thread moves one pack per iteration;
     // consecutive threads touch consecutive packs, so a warp's accesses coalesce.
     nPacks = n / kPerPack;
-    const Pack16* r = reinterpret_cast<const Pack16*>(recvIn);
-    const Pack16* u = reinterpret_cast<const Pack16*>(userIn);
+    const Pack16* s = reinterpret_cast<const Pack16*>(src);
     Pack16* d0 = reinterpret_cast<Pack16*>(dst0);
     Pack16* d1 = reinterpret_cast<Pack16*>(dst1);
     for (size_t p = tid; p < nPacks; p += nthreads) {
-      Pack16 v = reducePack<T>(r, u, p, fn, postOp);
+      Pack16 v = s[p];
       d0[p] = v;
       if (d1 != nullptr) d1[p] = v;
     }
   }
   // The remainder (or everything when misaligned): one element per thread per iteration.
   for (size_t i = nPacks * kPerPack + tid; i < n; i += nthreads) {
-    T v = reduceElem(recvIn, userIn, i, fn, postOp);
+    T v = src[i];
     dst0[i] = v;
     if (dst1 != nullptr) dst1[i] = v;
   }

@@ -4,9 +4,8 @@
  * What it is: the record the primitives write when TCCL_TRACE_FILE is set (common/trace.h
  * writes the file). Per primitive call one span (which call, the algorithm's chunk index,
  * bytes); per FIFO step up to three spans: the consumer's wait until the producer published
- * the step, the producer's wait for a free slot, and the step's data movement (a copy or a
- * reduction). Together they show the pipeline: while rank r reduces step s, step s+1 is already
- * on its way.
+ * the step, the producer's wait for a free slot, and the step's data movement (a copy).
+ * Together they show the pipeline: while rank r copies step s, step s+1 is already on its way.
  *
  * The host backend turns each record into a trace event at once (src/trace.cc). A GPU thread
  * block cannot call the host, so its leader thread appends records to a bounded per-block
@@ -44,14 +43,10 @@ enum class TraceWhat : uint8_t {
   kRecv,
   kCopySend,
   kRecvCopySend,
-  kRecvReduceSend,
-  kRecvReduceCopy,
-  kRecvReduceCopySend,
   // FIFO steps.
   kWaitRecv,  // consumer: until tail > step
   kWaitSend,  // producer: until head + kNSteps > step
-  kCopy,      // the step's bytes moved without a reduction
-  kReduce,    // the step combined a received slot with the rank's input
+  kCopy,      // the step's bytes moved
   kCount
 };
 

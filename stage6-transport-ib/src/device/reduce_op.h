@@ -1,23 +1,25 @@
 /*
  * device/reduce_op.h: the element-wise reduction functions.
  *
- * What it is: one small functor per reduction (sum, prod, max, min), usable on the host and in
- * CUDA kernels, applied by reduceCopy() to pairs of elements. A functor has three parts:
- *   pre(x)      applied once to each element of a rank's own input as it enters (identity here;
- *               premulsum multiplies by its scalar in stage 2)
+ * What it is: one small functor per reduction (sum, prod, max, min, premulsum, integer avg),
+ * usable on the host and in CUDA kernels, applied by reduceCopy() to pairs of elements. A
+ * functor has three parts:
+ *   pre(x)      applied once to each element of a rank's own input as it enters (identity, but
+ *               for premulsum, which multiplies by its scalar)
  *   op(a, b)    combines two partial results
- *   post(x)     applied once to each final result (identity here; integer avg divides by the
- *               number of ranks in stage 2)
- * kPlain says pre and post are both identity, which lets pure copies use memcpy. Stage 1 defines them for the
- * native arithmetic types so the reducing primitives (recvReduceSend, ...) can be written and
- * unit-tested here; stage 2 adds float16/bfloat16, avg and premulsum.
+ *   post(x)     applied once to each final result (identity, but for integer avg, which divides
+ *               by the number of ranks)
+ * kPlain says pre and post are both identity, which lets pure copies use memcpy. FuncCopy is
+ * the functor of the pure data-movement primitives (send, recv, copySend, recvCopySend). The
+ * element types are the native arithmetic ones and float16/bfloat16 (device/float16.h).
  *
  * Invariants: every functor is commutative and associative up to floating-point rounding, so a
  * ring may combine ranks' contributions in any order; integer arithmetic wraps as in C (unsigned)
  * and is done in the element type.
  *
- * NCCL counterpart: src/device/reduce_kernel.h (FuncSum, FuncProd, FuncMinMax).
- * Added in: stage 1; premulsum and sum-post-div in stage 2; chained() in stage 3.
+ * NCCL counterpart: src/device/reduce_kernel.h (FuncSum, FuncProd, FuncMinMax, FuncPreMulSum,
+ * FuncSumPostDiv).
+ * Added in: stage 2; chained() in stage 3.
  */
 #ifndef TCCL_DEVICE_REDUCE_OP_H_
 #define TCCL_DEVICE_REDUCE_OP_H_
@@ -98,7 +100,7 @@ TCCL_HOST_DEVICE inline FuncPreMulSum<T> chained(FuncPreMulSum<T> fn) {
 }
 
 // 8-bit integers promote to int in C++; the functors above return the narrowed value, which is
-// the wrap-around result the element type would give. Nothing else to specialise in stage 1.
+// the wrap-around result the element type would give. Nothing else to specialise.
 
 }  // namespace tccl
 
