@@ -101,8 +101,9 @@ TCCL_HOST_DEVICE WorkStatus treeUp(Backend& be, const WorkBatch& b, const WorkIt
   ConnInfo* send0 = root ? (turnAround ? treeConn(b, it, TreeSlot::kSendChild0) : nullptr)
                          : treeConn(b, it, TreeSlot::kSendParent);
   ConnInfo* send1 = root && turnAround ? treeConn(b, it, TreeSlot::kSendChild1) : nullptr;
-  Primitives<T, Fn, Backend> prims(be, treeConn(b, it, TreeSlot::kRecvChild0), send0, fn,
-                                   treeConn(b, it, TreeSlot::kRecvChild1), send1);
+  PrimitivesFan<T, Fn, Backend, Fan<2, 2>> prims(
+      be, {treeConn(b, it, TreeSlot::kRecvChild0), treeConn(b, it, TreeSlot::kRecvChild1)},
+      {send0, send1}, fn);
   // >>> exercise 3.2: the tree's up half
   for (size_t off = s.begin; off < s.end; off += s.chunk) {
     const size_t len = minSize(s.chunk, s.end - off);
@@ -128,9 +129,11 @@ TCCL_HOST_DEVICE WorkStatus treeDown(Backend& be, const WorkBatch& b, const Work
                                      const RingSlice& s, const T* in, T* out, Fn fn) {
   const bool root = treeIsRoot(b, it);
   const bool leaf = !treeHasChildren(b, it);
-  Primitives<T, Fn, Backend> prims(be, root ? nullptr : treeConn(b, it, TreeSlot::kRecvParent),
-                                   treeConn(b, it, TreeSlot::kSendChild0), fn, nullptr,
-                                   treeConn(b, it, TreeSlot::kSendChild1));
+  // Fan<2, 2> as on the way up (one receive here): one primitives type per tree node, as
+  // NCCL's runTreeUpDown, so each reduction compiles one tree instance, not two.
+  PrimitivesFan<T, Fn, Backend, Fan<2, 2>> prims(
+      be, {root ? nullptr : treeConn(b, it, TreeSlot::kRecvParent), nullptr},
+      {treeConn(b, it, TreeSlot::kSendChild0), treeConn(b, it, TreeSlot::kSendChild1)}, fn);
   for (size_t off = s.begin; off < s.end; off += s.chunk) {
     const size_t len = minSize(s.chunk, s.end - off);
     const int c = int((off - s.begin) / s.chunk);

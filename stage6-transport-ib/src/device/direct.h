@@ -47,12 +47,11 @@ struct DirectCall {
   void* dst;
   size_t bytes;       // the call's size
   size_t stepBytes;   // the bytes of its full steps
-  ConnInfo* recv;     // the connections that take part (null: that side does not)
-  ConnInfo* recv2;    // a second receive (fan-in)
+  ConnInfo* recv;     // the first connection of each side that takes part (null: that side
+  bool fanIn;         // does not), and whether a second one does (a tree node's children)
   ConnInfo* send;
-  bool fanOut;        // a second send
-  uint64_t recvStep;  // the receives' next steps
-  uint64_t recvStep2;
+  bool fanOut;
+  uint64_t recvStep;  // the first receive's next step
 };
 
 /// The kernels' policy: nothing is direct.
@@ -61,8 +60,9 @@ struct NoDirect {
   static constexpr bool send = false;
   static constexpr bool fromDst = false;
   TCCL_HOST_DEVICE static constexpr bool lends() { return false; }
-  TCCL_HOST_DEVICE static constexpr bool beforeRecvWait(uint64_t) { return false; }
-  TCCL_HOST_DEVICE static void beforeRecvWait2(uint64_t) {}
+  TCCL_HOST_DEVICE static constexpr bool beforeRecvWait(int, ConnInfo*, uint64_t, uint64_t) {
+    return false;
+  }
   TCCL_HOST_DEVICE static constexpr char* lent(const void*, void*) { return nullptr; }
   TCCL_HOST_DEVICE static void prepostRecv(ConnInfo*, uint64_t, uint64_t) {}
 };
@@ -73,13 +73,10 @@ class HostDirect {
   TCCL_HOST_DEVICE explicit HostDirect(const DirectCall& c)
       : call_(c), offers_{c.recvStep} {
     const bool sendOk = c.send != nullptr && c.send->direct && !c.fanOut;
-    send = sendOk && c.plainData && c.recv == nullptr && c.recv2 == nullptr && c.src && !c.dst;
+    send = sendOk && c.plainData && c.recv == nullptr && c.src && !c.dst;
     fromDst = sendOk && c.dst;
-    inPlace_ = c.recv != nullptr && c.recv->direct && c.recv2 == nullptr && !c.src && c.dst &&
+    inPlace_ = c.recv != nullptr && c.recv->direct && !c.fanIn && !c.src && c.dst &&
                (c.send == nullptr || fromDst);
-    const uint64_t steps = (c.bytes + c.stepBytes - 1) / c.stepBytes;
-    end_ = c.recvStep + steps;
-    end2_ = c.recvStep2 + steps;
   }
 
   bool send = false;     // the proxy sends each step from src
@@ -88,24 +85,20 @@ class HostDirect {
   /// Whether the proxy holds pointers into the user's buffers until the call drains them.
   TCCL_HOST_DEVICE bool lends() const { return send || fromDst; }
 
-  /// Before the wait for the receive's `step`: a receive in place offers every step of the
-  /// call that fits in the FIFO (a pre-posted receive: bytes that come while this thread is
-  /// away still land in dst); any other receive on a direct connection lets the proxy stage up
-  /// to the call's last step. True when the step lands (or landed) in dst.
-  TCCL_HOST_DEVICE bool beforeRecvWait(uint64_t step) {
-    if (inPlace_) {
+  /// Before the wait for `step` of receive connection c, the call's i-th, with `left` steps
+  /// of the call to go (this one included): a receive in place offers every step of the call
+  /// that fits in the FIFO (a pre-posted receive: bytes that come while this thread is away
+  /// still land in dst); any other receive on a direct connection lets the proxy stage up to
+  /// the call's last step. True when the step lands (or landed) in dst.
+  TCCL_HOST_DEVICE bool beforeRecvWait(int i, ConnInfo* c, uint64_t step, uint64_t left) {
+    if (i == 0 && inPlace_) {
       // The slots of steps below step + kNSteps are all consumed: the FIFO holds no more.
-      offers_.offerUpTo(call_.recv->fifo, call_.stepBytes, static_cast<char*>(call_.dst),
-                        call_.bytes, step + kNSteps);
+      offers_.offerUpTo(c->fifo, call_.stepBytes, static_cast<char*>(call_.dst), call_.bytes,
+                        step + kNSteps);
       return offers_.landed(step);
     }
-    if (call_.recv->direct) allowStaging(call_.recv->fifo, upTo(step, end_));
+    if (c->direct) allowStaging(c->fifo, upTo(step, step + left));
     return false;
-  }
-
-  /// The same for the second receive (fan-in): it only ever stages.
-  TCCL_HOST_DEVICE void beforeRecvWait2(uint64_t step) {
-    if (call_.recv2->direct) allowStaging(call_.recv2->fifo, upTo(step, end2_));
   }
 
   /// What the proxy sends this step from (the step's piece of src or dst); null: the slot.
@@ -131,8 +124,6 @@ class HostDirect {
   DirectCall call_;
   RecvOffers offers_;      // a receive in place: its offers so far (fifo.h)
   bool inPlace_ = false;
-  uint64_t end_ = 0;       // per receive: the call's last step + 1
-  uint64_t end2_ = 0;
 };
 
 }  // namespace tccl

@@ -63,15 +63,13 @@ class PrimitivesLL : public PrimitiveCalls<PrimitivesLL<T, Fn, Backend>, T> {
   using Calls::chunk_, Calls::recvPeer_, Calls::sendPeer_, Calls::channel_;
 
  public:
-  /// The Simple constructor's arguments; a second receive or send connection (a tree's) is a
-  /// planner bug here and fails every call with WorkStatus::kBadProto, as does a connection
-  /// without LL slots.
+  /// The one-peer Simple constructor's arguments (LL has no fan: a tree runs Simple). A
+  /// connection without LL slots is a planner bug here and fails every call with
+  /// WorkStatus::kBadProto.
   TCCL_HOST_DEVICE PrimitivesLL(Backend& be, ConnInfo* recvConn, ConnInfo* sendConn,
-                                Fn fn = Fn(), ConnInfo* recvConn2 = nullptr,
-                                ConnInfo* sendConn2 = nullptr)
+                                Fn fn = Fn())
       : be_(be), recv_(recvConn), send_(sendConn), fn_(fn) {
-    if (recvConn2 != nullptr || sendConn2 != nullptr || (recv_ && recv_->llBuff == nullptr) ||
-        (send_ && send_->llBuff == nullptr)) {
+    if ((recv_ && recv_->llBuff == nullptr) || (send_ && send_->llBuff == nullptr)) {
       status_ = WorkStatus::kBadProto;
     }
     if (recv_) recvStep_ = recv_->step;
