@@ -7,12 +7,12 @@
  *  - one thread for all ranks, with a single group spanning every communicator
  *    (tcclGroupStart; for each comm: send/recv or a pattern; tcclGroupEnd), as NCCL programs
  *    that drive several GPUs from one thread do.
- * Host buffers only (the ranks of tcclCommInitAll get devices 0..n-1 when there are GPUs; the
+ * Host buffers only (on a GPU machine rank i gets device i % count, tests/thread_devices.h; the
  * device paths are covered by the MPI tests).
  *
  * Invariants: the data of message src->dst is a pure function of (src, dst, seed), checked
  * byte for byte, with guard bytes after every receive buffer. TCCL_TEST_THREAD_RANKS (e.g.
- * "1,2") limits the rank counts, for machines whose GPUs are fewer than 5.
+ * "1,2") limits the rank counts.
  *
  * NCCL counterpart: the single-process, multi-GPU usage of ncclCommInitAll (NCCL docs,
  * "Example 1: Single Process, Single Thread, Multiple Devices"); Gloo's thread-rank tests.
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "tccl.h"
+#include "../thread_devices.h"
 
 namespace {
 
@@ -96,7 +97,8 @@ class ThreadRanksTest : public ::testing::TestWithParam<int> {
   void SetUp() override {
     n_ = GetParam();
     comms_.assign(n_, nullptr);
-    ASSERT_EQ(tcclCommInitAll(comms_.data(), n_, nullptr), tcclSuccess)
+    const std::vector<int> devs = tccl_test::threadRankDevices(n_);
+    ASSERT_EQ(tcclCommInitAll(comms_.data(), n_, tccl_test::devlistOrNull(devs)), tcclSuccess)
         << tcclGetLastError(nullptr);
     for (int i = 0; i < n_; i++) {
       int count = 0, rank = -1;

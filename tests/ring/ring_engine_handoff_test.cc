@@ -44,6 +44,7 @@
 #include "p2p_fork_util.h"
 #include "tccl.h"
 #include "transport.h"
+#include "../thread_devices.h"
 
 namespace {
 
@@ -90,8 +91,9 @@ int replay() {
   setenv("TCCL_MAX_NCHANNELS", "1", 1);
   setenv("TCCL_ALGO", "ring", 1);
   tcclComm_t x[2], r[2];
-  if (tcclCommInitAll(x, 2, nullptr) != tcclSuccess) return 10;
-  if (tcclCommInitAll(r, 2, nullptr) != tcclSuccess) return 11;
+  const std::vector<int> devs = tccl_test::threadRankDevices(2);
+  if (tcclCommInitAll(x, 2, tccl_test::devlistOrNull(devs)) != tcclSuccess) return 10;
+  if (tcclCommInitAll(r, 2, tccl_test::devlistOrNull(devs)) != tcclSuccess) return 11;
 
   int32_t xval = 0;
   // Warm-up: the same connectors, in an order that leaves nothing behind (one step each).

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "tccl.h"
+#include "../thread_devices.h"
 
 namespace {
 
@@ -100,7 +101,8 @@ class ThreadRanksTest : public ::testing::TestWithParam<int> {
   void SetUp() override {
     n_ = GetParam();
     comms_.assign(n_, nullptr);
-    ASSERT_EQ(tcclCommInitAll(comms_.data(), n_, nullptr), tcclSuccess)
+    const std::vector<int> devs = tccl_test::threadRankDevices(n_);
+    ASSERT_EQ(tcclCommInitAll(comms_.data(), n_, tccl_test::devlistOrNull(devs)), tcclSuccess)
         << tcclGetLastError(nullptr);
   }
   void TearDown() override {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tccl.h"
+#include "../thread_devices.h"
 
 namespace {
 
@@ -44,7 +45,8 @@ struct AlgoEnv {  // sets TCCL_ALGO for one scope
 
 std::vector<tcclComm_t> initAll(int n, tcclResult_t expect = tcclSuccess) {
   std::vector<tcclComm_t> comms(n, nullptr);
-  EXPECT_EQ(tcclCommInitAll(comms.data(), n, nullptr), expect);
+  const std::vector<int> devs = tccl_test::threadRankDevices(n);
+  EXPECT_EQ(tcclCommInitAll(comms.data(), n, tccl_test::devlistOrNull(devs)), expect);
   return comms;
 }
 
