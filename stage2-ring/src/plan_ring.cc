@@ -24,9 +24,9 @@
 #include "red_op.h"
 
 // Channels (parallel rings) per collective, as NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS. One
-// by default: over sockets each channel costs a host thread per rank, and measured on the
-// 2-core CI machine two channels made a 1 MiB all-reduce 1.8x slower. Every rank must use the
-// same values.
+// by default: over sockets each channel costs a host thread per rank, more than a second
+// channel gives on a host with few cores (docs/knobs.md, TCCL_MAX_NCHANNELS, measures it).
+// Every rank must use the same values.
 TCCL_PARAM(MinNChannels, "MIN_NCHANNELS", 1)
 TCCL_PARAM(MaxNChannels, "MAX_NCHANNELS", 1)
 

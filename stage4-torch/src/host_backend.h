@@ -62,9 +62,9 @@ class Kickable {
 
 /// Stage 3: after the spin, polls that give the core away (sched_yield) before a waiter
 /// sleeps. A yield costs one system call when nobody else wants the core; a sleep in poll()
-/// costs a wake-up (the scheduler's latency, a context switch) when the bytes come, and with
-/// more ranks than cores that made a small all-reduce twice as slow as yielding (measured on
-/// the 2-core CI machine, 4 ranks over sockets).
+/// costs a wake-up (the scheduler's latency, a context switch) when the bytes come, which
+/// with more ranks than cores costs a small all-reduce far more than yielding does (measured
+/// in chapter 3, "Where a small call's time goes").
 constexpr int kYieldPolls = 64;
 
 struct HostBackend {

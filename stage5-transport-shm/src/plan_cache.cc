@@ -5,10 +5,9 @@
  * What it is: a training loop or a benchmark calls the same collective, with the same count,
  * type and op, over and over. Each call outside a group is a group of one, and planning it
  * (choosing the algorithm, cutting the work, allocating the phases, looking up connectors)
- * costs the host more than moving a few bytes between two processes over shared memory does:
- * measured on the 2-core CI machine, an 8-byte all-reduce at 2 ranks over SHM took 1.0 us
- * through the planner against Open MPI's 0.25 us, and most of the difference was the planner
- * and its allocations. So the plan of the last such call is kept, and a call of the same
+ * costs the host more than moving a few bytes between two processes over shared memory does;
+ * the planner and its allocations are most of what separates a small call from Open MPI's
+ * (chapter 5, "Measured"). So the plan of the last such call is kept, and a call of the same
  * shape runs it again with its own buffers written into the work elems.
  *
  * What may be reused. A plan depends on the call's shape -- collective, type, op and its

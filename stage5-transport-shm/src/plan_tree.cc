@@ -49,10 +49,10 @@ namespace {
 
 constexpr int kMaxShapes = 8;  // per phase: channels 0..15
 
-/// All-reduces up to this size run on one tree, one up-down item per rank. Measured on the
-/// 2-core VM (tccl_perf, TCCL_ALGO=tree, 4 and 5 ranks, 16 KiB to 256 KiB): at 32 KiB one
-/// tree took 200-335 us where the split double tree took 380-700; from 128 KiB on the double
-/// tree's halved data and overlapped halves are as fast or faster.
+/// All-reduces up to this size run on one tree, one up-down item per rank: a small call's
+/// time is its fixed costs, which one item per rank keeps low; above it the double tree's
+/// halved data and overlapped halves are as fast or faster (chapter 3, "Tree AllReduce: up,
+/// turn around, down", measures both sides).
 constexpr size_t kTreeUpDownMaxBytes = 64 << 10;
 
 /// What a shape is: (algo, func, root). AllReduce has no root: kNoRoot, or kSingleTree for a

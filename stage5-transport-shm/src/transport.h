@@ -92,7 +92,7 @@ struct Connector {
   ConnInfo* conn = nullptr;        // the executor's view; inside `mem`
   // Stage 5: the kernels' copy of *conn, in GPU memory, made by connectPhases (transport.cc)
   // once the connector is connected; null for host connectors. A kernel reads its ConnInfo
-  // at every step: through a host mapping each read was a PCIe round trip of a microsecond,
+  // at every step: through a host mapping each read would be a PCIe round trip of a microsecond,
   // from GPU memory it is a cache hit. Only kernels advance this copy's step, so the host
   // copy's goes stale: the host reads nothing but the pointers and sizes, which never change.
   ConnInfo* devConn = nullptr;

@@ -164,8 +164,8 @@ tcclResult_t runItemsAsFibers(CommContext* comm, LaunchState& launch, const Work
   if (batch.nItems == 1) {
     // Stage 3: one item has nobody to yield to: it runs on this thread as a worker would
     // (waiting by the spin-yield-sleep ladder of waitAtLeast). A fiber switch costs a system
-    // call (swapcontext saves the signal mask), two per call at least: on the 2-core CI
-    // machine that was half a microsecond of an 8-byte all-reduce at 2 ranks.
+    // call (swapcontext saves the signal mask), two per call at least: a visible share of a
+    // small call's time (chapter 3, "Where a small call's time goes").
     HostBackend be = itemBackend(comm, hostBackend(comm, launch), kTraceTidFiber, "fiber", 0);
     status[0] = runWorkItem(be, batch, 0);
     return tcclSuccess;
@@ -200,8 +200,8 @@ tcclResult_t runItemsAsFibers(CommContext* comm, LaunchState& launch, const Work
     }
     if (++idle < (be.peers != nullptr ? kPeerPollRounds : kYieldPolls)) {
       // A reply usually comes within microseconds: look again soon, but give the core away
-      // first if another process wants it (MPI does the same when ranks outnumber cores; a
-      // pure spin here made 4 ranks on 2 cores 1.5x slower).
+      // first if another process wants it (MPI does the same when ranks outnumber cores: a
+      // pure spin would burn the core that the peer we wait for needs).
       sched_yield();
       continue;
     }

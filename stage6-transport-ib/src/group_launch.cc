@@ -160,9 +160,9 @@ tcclResult_t launchOneRankColl(tcclComm* comm, const CollTask& t, cudaStream_t s
   // The planner's way for what this does not cover: the step timeline (it records the
   // group's spans), a premultiplied sum (a kernel multiplies), host buffers (a host executor
   // copies them, or the call must wait for the stream) -- except in place without a GPU.
-  // Everything else about a one-rank collective is its copy, and a group of one cost the
-  // host about a microsecond to plan that (measured on the H100: NCCL's in-place one-rank
-  // all-reduce took 0.18 us of host time, tccl's 0.7 to 1.8 through the planner).
+  // Everything else about a one-rank collective is its copy, and planning a group of one
+  // costs the host several times what NCCL spends on the whole call (chapter 5, "The fast
+  // GPU path", has the figures).
   *done = false;
   if (comm->tracePid >= 0) return tcclSuccess;
   WorkElem e;

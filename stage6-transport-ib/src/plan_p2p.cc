@@ -41,10 +41,9 @@ WorkElem p2pElem(WorkFunc f, const void* src, void* dst, size_t bytes) {
 
 // Device buffers (stage 5): a large message to a peer is cut into parts, one per channel, so
 // that several thread blocks move it over several connections at once (NCCL spreads p2p over
-// channels the same way, up to NCCL_MAX_P2P_NCHANNELS). One block copies a few tens of GB/s
-// (measured on the H100, 2 ranks sharing it, 256 MiB send/recv per rank: 142 GB/s on 4
-// channels, 302 on 16, 341 on 32), so a large message wants many. Host buffers keep one
-// channel (each would cost a host thread).
+// channels the same way, up to NCCL_MAX_P2P_NCHANNELS). One block copies a few tens of GB/s,
+// so a large message wants many (chapter 5, "The fast GPU path", measures each part count).
+// Host buffers keep one channel (each would cost a host thread).
 //
 // The bound: a send to one peer and a receive from another, each cut into this many parts,
 // fill the rank's share of the GPU's blocks (kP2pBlockBudget over the ranks sharing the GPU,

@@ -1,8 +1,8 @@
 /*
  * progress_signal.h: a futex that host threads sleep on while waiting for a FIFO counter.
  *
- * What it is: waiting host threads (executor workers, the proxy) must not burn a core each: on
- * the 2-core CI machine five ranks would starve each other. A ProgressSignal is a 32-bit
+ * What it is: waiting host threads (executor workers, the proxy) must not burn a core each:
+ * with more ranks than cores they would starve each other. A ProgressSignal is a 32-bit
  * sequence number: whoever moves a counter that someone may be waiting for calls notify()
  * (bump + FUTEX_WAKE); a waiter samples seq(), re-checks its condition, then wait()s for the
  * sequence to change. Waits are bounded (a timeout) so a counter moved by an agent that cannot

@@ -44,7 +44,7 @@ struct PeerInfo;
 class TransportComm;
 
 /// Which transport a connector uses; the id travels in ConnectInfo so a mismatch is caught.
-/// (Stage 6: kNet, the network transport over any Net, was kSocket.)
+/// (Stage 6: kNet, the network transport over any Net, keeps the id of stage 5's kSocket.)
 enum class TransportId : uint32_t { kNet = 1, kShm = 2, kP2p = 3 };
 
 /// The envelope exchanged between the two sides during connection setup.
@@ -95,7 +95,7 @@ struct Connector {
   ConnInfo* conn = nullptr;        // the executor's view; inside `mem`
   // Stage 5: the kernels' copy of *conn, in GPU memory, made by connectPhases (transport.cc)
   // once the connector is connected; null for host connectors. A kernel reads its ConnInfo
-  // at every step: through a host mapping each read was a PCIe round trip of a microsecond,
+  // at every step: through a host mapping each read would be a PCIe round trip of a microsecond,
   // from GPU memory it is a cache hit. Only kernels advance this copy's step, so the host
   // copy's goes stale: the host reads nothing but the pointers and sizes, which never change.
   ConnInfo* devConn = nullptr;

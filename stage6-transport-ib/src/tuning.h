@@ -43,11 +43,11 @@
 #include "device/work.h"
 
 // Stage 5: a message of at most this many bytes goes by the LL protocol when the communicator
-// has it (comm->llAvailable), as NCCL_P2P_LL_THRESHOLD (NCCL's default is 16 KiB; measured on
-// the H100 with 2 and 4 ranks under MPS, LL is still 1-3 us faster at 32 KiB and slower at
-// 128 KiB); 0 turns LL off for send/recv. Both ends see the same byte count, so they choose
-// alike. (TCCL_PROTO governs collectives only, as NCCL_PROTO does.) Every rank must use the
-// same value (checked at init).
+// has it (comm->llAvailable), as NCCL_P2P_LL_THRESHOLD (NCCL's default is 16 KiB; here LL is
+// still faster at 32 KiB and slower at 128 KiB: chapter 5, "Choosing the protocol"); 0 turns
+// LL off for send/recv. Both ends see the same byte count, so they choose alike. (TCCL_PROTO
+// governs collectives only, as NCCL_PROTO does.) Every rank must use the same value (checked
+// at init).
 TCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 32768)
 // Stage 5: the most parts (channels) a large device-buffer send/recv is cut into, as
 // NCCL_MAX_P2P_NCHANNELS; 0: the bound plan_p2p.cc computes. Every rank must use the same

@@ -18,8 +18,8 @@ struct GroupState {
   tcclResult_t error = tcclSuccess;
   std::vector<CommTasks> comms;
   // Stage 5: the task lists of earlier groups, emptied, their memory kept: every call outside
-  // a group is a group of one, and allocating its lists anew each time was a tenth of an
-  // 8-byte all-reduce's host time over SHM.
+  // a group is a group of one, and allocating its lists anew each time would be a sizeable
+  // share of a small call's host time over SHM (chapter 5, "Measured").
   std::vector<CommTasks> spare;
 };
 

@@ -55,9 +55,9 @@ struct LaunchState {
   std::atomic<uint64_t> launches{0};
   // Stage 7: lastLaunch rotates through these events, one launch each (executor_gpu.cu), and
   // launchOf[i] is the launch count event i was last recorded for. With one event the
-  // watchdog learned nothing of a launch once the next was recorded (the first of two
-  // launches in a row looked pending for as long as the second ran, and took the blame
-  // when the second hung); with a ring it sees each of the last kLaunchEvents.
+  // watchdog would learn nothing of a launch once the next was recorded (the first of two
+  // launches in a row would look pending for as long as the second runs, and take the blame
+  // when the second hangs); with a ring it sees each of the last kLaunchEvents.
   static constexpr int kLaunchEvents = 4;
   CudaEvent* launchEvents[kLaunchEvents] = {};
   std::atomic<uint64_t> launchOf[kLaunchEvents] = {};

@@ -26,11 +26,11 @@
 #include "red_op.h"
 
 // Channels (parallel rings) per collective, as NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS. On
-// host buffers one by default: over sockets each channel costs a host thread per rank, and
-// measured on the 2-core CI machine two channels made a 1 MiB all-reduce 1.8x slower. On
-// device buffers (stage 5) up to kDeviceChannels: a channel is a thread block, and one block
-// moves a few tens of GB/s where a GPU's memory and links move a thousand (deviceChannels
-// below). 0 means that default.
+// host buffers one by default: over sockets each channel costs a host thread per rank, more
+// than a second channel gives on a host with few cores (docs/knobs.md, TCCL_MAX_NCHANNELS,
+// measures it). On device buffers (stage 5) up to kDeviceChannels: a channel is a thread
+// block, and one block moves a few tens of GB/s where a GPU's memory and links move a
+// thousand (deviceChannels below). 0 means that default.
 // Every rank must use the same values.
 TCCL_PARAM(MinNChannels, "MIN_NCHANNELS", 1)
 TCCL_PARAM(MaxNChannels, "MAX_NCHANNELS", 0)
@@ -113,7 +113,8 @@ tcclResult_t planRing(const CommContext* comm, ConnectorTable& connectors, CommP
     if (t.algo != Algo::kRing) continue;  // stage 3: planTree takes the others
     // Stage 5: nothing moves (the count is the same on every rank), so there is nothing to
     // run, on the host or on the GPU; a group with nothing else then neither launches nor
-    // waits for the stream (a zero-byte call took 4 us at one rank, NCCL's 0.2).
+    // waits for the stream, which alone costs many times NCCL's whole call (chapter 5, "The
+    // fast GPU path").
     if (t.count == 0) continue;
     WorkElem e;
     TCCL_CHECK(makeCollElem(t, plan.onDevice, &e));

@@ -20,10 +20,10 @@
  *
  * Why: ptxas compiles one translation unit on one core, and its time grows faster than the
  * code: in one unit, the kernel with every type (ten types, six reductions, ring, trees and
- * recursive doubling) took eight minutes to build on a 16-core GPU machine. Ten units of one
- * type each are ten small problems that the cores share. Nothing is lost at run time: a batch
- * mixes element types rarely (a group of collectives of several types), and then costs one
- * launch more per extra type.
+ * recursive doubling) is one long job for one core while the others wait (chapter 5, "The
+ * fast GPU path", has the build times). Ten units of one type each are ten small problems
+ * that the cores share. Nothing is lost at run time: a batch mixes element types rarely (a
+ * group of collectives of several types), and then costs one launch more per extra type.
  *
  * Invariants: every block of a grid is resident at once (items depend on each other through
  * peers: see executor.h); a block that runs several items (a large p2p batch) runs them in

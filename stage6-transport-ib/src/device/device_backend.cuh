@@ -178,8 +178,9 @@ struct DeviceBackend {
     // One release store. Release is cumulative in PTX: it orders before the counter every
     // write ordered before it, the other threads' slot writes included (the barrier ordered
     // those). At system scope for the CPU proxy or a peer on another GPU; NCCL's postPeer
-    // does the same as fence.acq_rel.sys + a relaxed store. (Stage 5: a __threadfence_system
-    // -- a sequentially consistent fence -- used to precede it, costing microseconds a step.)
+    // does the same as fence.acq_rel.sys + a relaxed store. (Stage 5: no __threadfence_system
+    // -- a sequentially consistent fence -- precedes it: the release already orders what the
+    // reader needs, and the fence would cost microseconds a step.)
     // When the reader is a kernel on this GPU (two ranks sharing it), GPU scope is enough:
     // both sides then meet in this GPU's L2, and the store need not wait until the writes are
     // visible to the whole system, which is most of a system-scope release's cost. The
@@ -214,10 +215,10 @@ struct DeviceBackend {
 };
 
 /// The base kernel's backend for a batch without LL steps (stage 5): the same, with send/recv
-/// on Simple only. Measured on the H100, LL send/recv compiled into the base kernel took a 256
-/// MiB send/recv on Simple from 143.5 (before LL) to 92 GB/s at 2 ranks, though it never ran
-/// (the compiler's choices for the Simple loop change with it); this kernel gives 133-135, and
-/// the launcher picks it whenever the batch has no LL step.
+/// on Simple only. LL send/recv compiled into the base kernel slows a large send/recv on
+/// Simple even though it never runs (the compiler's choices for the Simple loop change with
+/// it), so the launcher picks this kernel whenever the batch has no LL step (chapter 5, "The
+/// LL protocol", has the figures).
 struct SimpleP2pDeviceBackend : DeviceBackend {
   static constexpr bool kP2pLL = false;
 };

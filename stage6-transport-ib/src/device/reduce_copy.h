@@ -79,7 +79,7 @@ __device__ inline Pack16 combinePack(const Pack16& a, const Pack16& b, bool hasR
                                      bool hasUser, Fn fn, bool postOp) {
   // Element views built by value (memcpy into a local array, never a pointer into the pack):
   // a pointer cast would make the packs addressable and push them to the stack (local
-  // memory), which made every copy several times slower.
+  // memory), which makes every copy several times slower.
   constexpr int kN = int(sizeof(Pack16) / sizeof(T));
   T x[kN], y[kN];
   memcpy(x, &a, sizeof(Pack16));

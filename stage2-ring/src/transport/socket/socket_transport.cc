@@ -47,7 +47,7 @@ const SocketResources& res(const Connector& c) {
 
 /// TCCL_SOCKET_BUFFER, raised to kMinSocketBuffer. With smaller kernel buffers TCP stalls: the
 /// sender fills its buffer, then waits for the receiver's delayed ACK (40 ms or more) before it
-/// may send again -- measured, a 1 MiB exchange took 26 s with 4 KiB buffers, 16 ms with 32 KiB.
+/// may send again, and a large exchange crawls (docs/knobs.md, TCCL_SOCKET_BUFFER, measures it).
 constexpr int kMinSocketBuffer = 64 << 10;
 
 int socketBufferBytes() {

@@ -6,8 +6,8 @@
  * (net_transport.cc) knows FIFOs, steps, direct mode and the proxy; a Net knows how to move one
  * message from a buffer here into a buffer there. Sockets (socket/net_socket.cc) and verbs
  * (ib/net_ib.h) are two Nets behind this one interface, so the FIFO logic is written once and
- * a new fabric is one new Net. Before this chapter the socket transport did both jobs in one
- * file (stage 5's src/transport/socket/), which left nothing for a verbs transport to reuse.
+ * a new fabric is one new Net. Stage 5's socket transport (src/transport/socket/) does both
+ * jobs in one file, which leaves nothing for a verbs transport to reuse.
  *
  * The shape is NCCL's net plugin API (ncclNet_v8_t, src/include/nccl_net.h), call for call:
  *

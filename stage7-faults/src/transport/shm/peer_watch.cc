@@ -74,9 +74,9 @@ void PeerWatch::check() {
     // Stage 7: a dead rank ends every collective of the communicator, not just the waits on
     // it: the others would otherwise wait out the watchdog for peers that wait on it. A rank
     // that left ends nothing: what it published stays readable (a wait finds its step there,
-    // or fails on `closed` for one it never sent). Failing the communicator for it raced
+    // or fails on `closed` for one it never sent). Failing the communicator for it would race
     // with our own reads: a waiter that looked just before the peer's last step and called
-    // check() just after the peer's exit failed an operation whose every byte had come.
+    // check() just after the peer's exit would fail an operation whose every byte had come.
     if (comm_ != nullptr && !left) {
       char why[160];
       snprintf(why, sizeof why, "rank %d (pid %d) has exited", p.rank, int(p.pid));

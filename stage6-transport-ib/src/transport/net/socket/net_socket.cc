@@ -40,7 +40,7 @@ struct SocketHello {
 
 /// TCCL_SOCKET_BUFFER, raised to kMinSocketBuffer. With smaller kernel buffers TCP stalls: the
 /// sender fills its buffer, then waits for the receiver's delayed ACK (40 ms or more) before it
-/// may send again -- measured, a 1 MiB exchange took 26 s with 4 KiB buffers, 16 ms with 32 KiB.
+/// may send again, and a large exchange crawls (docs/knobs.md, TCCL_SOCKET_BUFFER, measures it).
 constexpr int kMinSocketBuffer = 64 << 10;
 
 /// The read-ahead of a receiving connection's first socket (Socket::setReadAhead): messages up
@@ -328,8 +328,7 @@ tcclResult_t SocketNet::accept(NetListenComm* listenComm, NetRecvComm** recvComm
     accepted++;
   }
   // Socket 0 carries every message's header: reading ahead there brings a small message's
-  // bytes in with its header, one recv() where it took two (1.4 us of a 2-rank exchange on
-  // the CI VM).
+  // bytes in with its header, one recv() instead of two (chapter 3, "The read-ahead").
   c->socks[0].setReadAhead(kHeaderReadAhead);
   *recvComm = c.release();
   return tcclSuccess;

@@ -7,8 +7,8 @@
  * one TCP stream cannot fill the link). Requests of one comm are worked on in order: the
  * stream itself orders the messages, so the k-th isend meets the k-th irecv.
  *
- * Until stage 5 this code was the socket transport's progress functions, which also did the
- * FIFO's work; the FIFO half now lives in net_transport.cc, once for every Net.
+ * In stages 1 to 5 this code is the socket transport's progress functions, which also do the
+ * FIFO's work; from stage 6 the FIFO half lives in net_transport.cc, once for every Net.
  *
  * Invariants: the receiver checks every header before it moves a byte to memory (a message
  * larger than the posted receive is read and dropped, and its size reported: net.h's rule;
