@@ -4,7 +4,8 @@
 What it is: unittest cases that run tools/docs-check on the samples in tests/docs/sample/ and
 check that it accepts the good page and rejects each bad one with a file:line message:
 a broken link, a missing anchor, a wrongly slugged anchor, a missing image, a failing
-runnable block, a hanging one, malformed markers, a block that writes into the repository.
+runnable block, a hanging one, malformed markers, a block that writes into the repository,
+a sentence that calls a chapter or stage planned or in progress (StatusTest).
 SlugTest also pins the slug rule against Python-Markdown's own toc.slugify when it is
 installed (python3-markdown, what MkDocs uses). RepoTest runs the link check on the real
 repository, so a broken link in the docs fails CTest.
@@ -99,6 +100,38 @@ class LinkTest(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         self.assertEqual(out.split("\n")[:2], ["good.md:23: test -f build/CMakeCache.txt",
                                                "good.md:30: grep -q hello /tmp/hello.txt"])
+
+
+class StatusTest(unittest.TestCase):
+    """The stale-status check: sample/docs/status.md holds hits and look-alikes that must pass;
+    sample/docs/exercises/stage9.md says "planned" about a chapter, but is out of scope."""
+
+    def setUp(self):
+        self.root = make_root("status")
+
+    def test_stale_status_sentences_fail(self):
+        rc, out = docs_check(self.root, "links", "docs/status.md")
+        self.assertEqual(rc, 1, out)
+        for line, word in ((3, "planned"), (5, "in progress"), (15, "in progress"),
+                           (18, "not implemented yet")):
+            self.assertIn("docs/status.md:%d: '%s' in a sentence about a chapter or stage"
+                          % (line, word), out)
+        # a group's operations "planned", a table row without the word stage, a code span,
+        # a link target, the escape comment, a legend: none of them counts
+        self.assertIn("docs-check: 4 problems", out)
+
+    def test_out_of_scope_pages_are_not_checked(self):
+        rc, out = docs_check(self.root, "links", "docs/exercises/stage9.md")
+        self.assertEqual(rc, 0, out)
+
+    def test_scope(self):
+        dc = load_tool()
+        for rel in ("README.md", "stage5-transport-shm/README.md", "docs/workshop.md",
+                    "docs/chapters/stage7-faults.md"):
+            self.assertTrue(dc.STATUS_SCOPE_RE.match(rel), rel)
+        for rel in ("docs/exercises/1.1.md", "docs/labs/index.md", "stage7-faults/labs/README.md",
+                    "tests/docs/sample/good.md"):
+            self.assertFalse(dc.STATUS_SCOPE_RE.match(rel), rel)
 
 
 class RunTest(unittest.TestCase):
