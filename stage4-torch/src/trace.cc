@@ -2,8 +2,8 @@
  * trace.cc: the library's side of the step timeline. See trace.h.
  *
  * What it is: event names and their argument labels, the per-communicator set-up (trace
- * process, lane names, clock offset to rank 0), the conversion of executor records (host or
- * GPU) into trace events, and the API and proxy hooks.
+ * process, lane names, the clock offset to rank 0 that common/trace_clock.h measures), the
+ * conversion of executor records (host or GPU) into trace events, and the API and proxy hooks.
  *
  * Added in: stage 1 (observability).
  */
@@ -11,19 +11,17 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm_context.h"
 #include "cuda_wrap.h"
 #include "executor.h"
 #include "launch_state.h"
+#include "tccl/common/trace_clock.h"
 
 namespace tccl {
 
 namespace {
-
-// A bootstrap tag no other message uses (transport.cc's connection tags start at 0x10000).
-constexpr uint32_t kClockTag = 0x7c10c;
-constexpr int kClockRounds = 16;
 
 /// The event names of executor records, indexed by TraceWhat.
 const char* const kWhatNames[] = {"send",  "recv", "copySend", "recvCopySend", "recvReduceSend",
@@ -60,63 +58,6 @@ const Names& names() {
 int64_t argOr(int64_t v, bool have) { return have ? v : kTraceNoArg; }
 int64_t stepArg(uint64_t step) { return step == kTraceNoStep ? kTraceNoArg : int64_t(step); }
 
-/// splitmix64: the communicator's id in the file, without writing its bootstrap secret there.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-/// What measureClockOffset found: our clock minus rank 0's, its error bound, and how many
-/// ping-pongs it took (0 for rank 0 and for ranks on rank 0's host: one clock, no offset).
-struct ClockOffset {
-  double offsetUs = 0;
-  double errUs = 0;
-  int pings = 0;
-};
-
-/// NTP's estimate, the fastest of kClockRounds ping-pongs with rank 0: our clock minus rank
-/// 0's is (t0 + t1) / 2 - t(rank 0), within +-(t1 - t0) / 2.
-tcclResult_t measureClockOffset(CommContext* comm, ClockOffset* out) {
-  Bootstrap& b = *comm->bootstrap;
-  if (comm->rank == 0) {
-    // Serve every rank on another host, in rank order (each one pings kClockRounds times).
-    for (int r = 1; r < comm->nranks; r++) {
-      if (comm->peers[r].hostHash == comm->peers[0].hostHash) continue;
-      for (int i = 0; i < kClockRounds; i++) {
-        uint64_t ping, now;
-        TCCL_CHECK(b.recv(r, kClockTag, &ping, sizeof(ping)));
-        now = traceNowNs();
-        TCCL_CHECK(b.send(r, kClockTag, &now, sizeof(now)));
-      }
-    }
-    *out = ClockOffset{};
-    return tcclSuccess;
-  }
-  *out = ClockOffset{};
-  if (comm->peers[comm->rank].hostHash == comm->peers[0].hostHash) return tcclSuccess;
-  uint64_t best = ~uint64_t(0);
-  for (int i = 0; i < kClockRounds; i++) {
-    const uint64_t t0 = traceNowNs();
-    uint64_t theirs;
-    TCCL_CHECK(b.send(0, kClockTag, &t0, sizeof(t0)));
-    TCCL_CHECK(b.recv(0, kClockTag, &theirs, sizeof(theirs)));
-    const uint64_t t1 = traceNowNs();
-    if (t1 - t0 < best) {
-      best = t1 - t0;
-      out->offsetUs = (double(t0) + double(t1 - t0) / 2 - double(theirs)) / 1000.0;
-    }
-  }
-  // A coarse clock (some VMs tick in microseconds) can make the fastest round trip read 0 and
-  // the offset exactly 0: that is still a measurement, which is why the file counts the pings.
-  out->errUs = double(best) / 2000.0;
-  out->pings = kClockRounds;
-  TCCL_INFO(kInit, "trace: clock offset to rank 0 %.3f us (+- %.3f us)", out->offsetUs,
-            out->errUs);
-  return tcclSuccess;
-}
-
 }  // namespace
 
 tcclResult_t traceCommInit(CommContext* comm) {
@@ -124,10 +65,12 @@ tcclResult_t traceCommInit(CommContext* comm) {
   for (const PeerInfo& p : comm->peers) any = any || p.trace != 0;
   if (!any) return tcclSuccess;
   // Every rank takes part in the measurement (rank 0 serves it), traced or not.
-  ClockOffset clock;
-  TCCL_CHECK(measureClockOffset(comm, &clock));
+  std::vector<uint64_t> hosts;
+  for (const PeerInfo& p : comm->peers) hosts.push_back(p.hostHash);
+  TraceClockOffset clock;
+  TCCL_CHECK(traceMeasureClockOffset(*comm->bootstrap, comm->rank, hosts, &clock));
   if (!traceEnabled()) return tcclSuccess;
-  const uint64_t commHash = mix(comm->bootstrap->secret());
+  const uint64_t commHash = traceCommHash(comm->bootstrap->secret());
   comm->tracePid = tracePid(commHash, comm->rank);
   traceRank(TraceRank{comm->tracePid, comm->rank, comm->nranks, commHash,
                       comm->peers[comm->rank].hostHash, clock.offsetUs, clock.errUs,
