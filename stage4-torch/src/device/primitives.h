@@ -198,8 +198,11 @@ class PrimitivesFan {
         ConnInfo* r = recv_[i];
         const int slot = int(recvStep_[i] % kNSteps);
         // Pre-post receives, as MPI does, or let the proxy stage: before the wait, so bytes
-        // that arrive while this thread is away still move.
-        landed = direct.beforeRecvWait(i, r, recvStep_[i], (n - off + stepElems - 1) / stepElems);
+        // that arrive while this thread is away still move. Only the first receive can land
+        // in dst (direct.h); a later one never clears what the first reported.
+        if (direct.beforeRecvWait(i, r, recvStep_[i], (n - off + stepElems - 1) / stepElems)) {
+          landed = true;
+        }
         // >>> exercise 1.1: the consumer's wait and size check
         // Protocol step 1 (consumer): wait until the producer has published this step.
         if (!be_.waitAtLeast(&r->fifo->tail, recvStep_[i] + 1, &r->fifo->closed)) {
