@@ -40,19 +40,31 @@ namespace tccl {
 namespace {
 
 constexpr int kChunkSteps = kNSteps / 2;        // NCCL's ALLREDUCE_CHUNKSTEPS
-constexpr size_t kMinChannelBytes = 256 << 10;  // below this a channel costs more than it gives
-// Stage 5, LL: a block polls its lines one 8-byte word at a time, a few GB/s, so LL spreads
-// over channels sooner: one LL step (32 KiB) per channel (NCCL, for the same reason, gives LL
-// a smaller per-thread byte threshold when it sizes channels and threads).
-constexpr size_t kLLMinChannelBytes = kLLStepBytes;
-constexpr int kDeviceChannels = 32;             // device buffers: NCCL's most on NVLink H100s
+constexpr size_t kMinChannelBytes = 256 << 10;  // host: less costs more than a channel gives
+// Device buffers (stage 5): a channel is a thread block, and a block's share of a message
+// should keep each of its 512 threads busy for longer than the block's start costs. NCCL
+// drops channels while the bytes are fewer than channels x threads x a per-thread threshold
+// (64 bytes on Simple: one channel per 32 KiB; 8 x nranks on ring LL: per 8 KiB at 2 ranks).
+// Measured on 2 H200 over NVLink (2026-11-29, chapter 5 "Channels per call"): 32 KiB and
+// 4 KiB took all-reduce at 32 KiB to 512 KiB from 16-17 us to 12-15 us against 256 KiB and
+// 32 KiB, and no size from 8 B to 16 MiB got slower beyond the noise; 64 KiB and 8 KiB
+// measured the same within the noise, 16 KiB and 2 KiB nowhere better.
+constexpr size_t kDeviceMinChannelBytes = 32 << 10;
+constexpr size_t kLLMinChannelBytes = 4 << 10;
+constexpr int kDeviceChannels = 32;  // device buffers: NCCL's most on NVLink H100s
 // Device buffers: every block of a launch must be resident at once, on every rank sharing the
 // GPU (tests run several ranks on one GPU), and each block fills an SM (512 threads).
 // kDeviceBlockBudget blocks per GPU -- half an H100's 132 SMs -- shared by its ranks.
 constexpr int kDeviceBlockBudget = 64;
 
+/// The bytes a channel must have at least, for a collective on `onDevice` buffers by `proto`.
+size_t leastChannelBytes(bool onDevice, WorkProto proto) {
+  if (proto == WorkProto::kLL) return kLLMinChannelBytes;  // LL runs in kernels only
+  return onDevice ? kDeviceMinChannelBytes : kMinChannelBytes;
+}
+
 /// How many channels a collective of `bytes` (per rank block for gather/scatter) uses: one per
-/// minChannelBytes (kMinChannelBytes, or LL's), within [TCCL_MIN_NCHANNELS or minCTAs,
+/// minChannelBytes (leastChannelBytes() above), within [TCCL_MIN_NCHANNELS or minCTAs,
 /// maxChannels].
 int channelsFor(const CommContext* comm, size_t bytes, int maxChannels, size_t minChannelBytes) {
   int n = int(std::min<size_t>(size_t(maxChannels), std::max<size_t>(1, bytes / minChannelBytes)));
@@ -125,7 +137,7 @@ tcclResult_t planRing(const CommContext* comm, ConnectorTable& connectors, CommP
       continue;
     }
     e.nChannels = channelsFor(comm, t.count * typeSize(t.dtype), maxChannels,
-                              t.proto == WorkProto::kLL ? kLLMinChannelBytes : kMinChannelBytes);
+                              leastChannelBytes(plan.onDevice, t.proto));
     usedChannels = std::max(usedChannels, e.nChannels);
     elems.push_back(e);
   }

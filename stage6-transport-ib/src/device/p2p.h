@@ -70,9 +70,10 @@ TCCL_HOST_DEVICE WorkStatus runP2pElems(Backend& be, const WorkBatch& batch, con
         break;
       case WorkFunc::kCopy:
         // A send to oneself: no connection, just the copy (skipped when in place).
-        if (src != dst) be.reduceCopy(static_cast<const Bytes*>(nullptr), src, dst,
-                                      static_cast<Bytes*>(nullptr), w.count, FuncCopy<Bytes>(),
-                                      false);
+        if (src != dst) {
+          be.reduceCopy(static_cast<const Bytes*>(nullptr), src + off, dst + off,
+                        static_cast<Bytes*>(nullptr), len, FuncCopy<Bytes>(), false);
+        }
         break;
       default:  // not a p2p operation: the planner never puts one in a p2p item
         break;
