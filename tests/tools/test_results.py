@@ -58,15 +58,16 @@ class ResultsTest(unittest.TestCase):
         write(os.path.join(self.kind, "machine.txt"), "machine: 2 x NVIDIA H200\n")
         write(os.path.join(self.kind, "tests.txt"), "PASS     planned      ring_sweep\n"
                                                     "FAIL     LL           ring_sweep\n")
+        write(os.path.join(self.kind, "mps-tests.txt"), "PASS np3 p2p_patterns (MPS, 2 GPUs)\n")
         write(os.path.join(self.kind, "check", "summary.txt"), "all_reduce: 120 rows, 0 with #wrong != 0\n")
         write(os.path.join(self.kind, "peer-copy.txt"), "peer copy 0->1, 1 GiB: 393.0 GB/s\n")
         # all_reduce: NCCL 10 us at 8 B, 100 us at 1 MiB; tccl's rounds 12 and 14 us (median
         # 13: ratio 1.30) and 90 and 80 us (median 85: 0.85).
         for r, (t8, t1m) in enumerate([(12.0, 90.0), (14.0, 80.0)], start=1):
             write(os.path.join(self.kind, "compare", f"nccl.all_reduce.{r}.log"),
-                  log_text([(8, 10.0, 0.0), (1 << 20, 100.0, 20.0)]))
+                  log_text([(0, 1.0, 0.0), (8, 10.0, 0.0), (1 << 20, 100.0, 20.0)]))
             write(os.path.join(self.kind, "compare", f"tccl.all_reduce.{r}.log"),
-                  log_text([(8, t8, 0.0), (1 << 20, t1m, 22.0)]))
+                  log_text([(0, 3.0, 0.0), (8, t8, 0.0), (1 << 20, t1m, 22.0)]))
         # sendrecv: tccl's log has no rows (the run died): no sendrecv section.
         write(os.path.join(self.kind, "compare", "nccl.sendrecv.1.log"), log_text([(8, 9.0, 0.0)]))
         write(os.path.join(self.kind, "compare", "tccl.sendrecv.1.log"), HEADER)
@@ -83,10 +84,12 @@ class ResultsTest(unittest.TestCase):
         text = self.page()
         self.assertIn("## h200x2", text)
         self.assertIn("machine: 2 x NVIDIA H200", text)
-        self.assertIn("| all_reduce | 1.30 | 8 B | 0.85 | 1 MiB |", text)
+        self.assertIn("| all_reduce | 1.30 | 8 B | 0.85 | 1 MiB | 1 of 2 |", text)
+        self.assertIn("| 0 B | 1.0 | 3.0 | 3.00 |", text)  # in the table, not in the ratios
         self.assertIn("| 8 B | 10.0 | 13.0 | 1.30 | 0.0 | 0.0 |", text)
         self.assertIn("| 1 MiB | 100.0 | 85.0 | 0.85 | 20.0 | 22.0 |", text)
         self.assertIn("| FAIL | LL | ring_sweep |", text)
+        self.assertIn("PASS np3 p2p_patterns (MPS, 2 GPUs)", text)
         self.assertIn("all_reduce: 120 rows, 0 with #wrong != 0", text)
         self.assertIn("393.0 GB/s", text)
         self.assertNotIn("#### sendrecv", text)  # a log without rows is no comparison

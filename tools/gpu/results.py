@@ -6,10 +6,13 @@ one directory per machine kind (checked in under docs/results/<kind>/); this scr
 and writes docs/results.md, one section per kind:
 
   - the machine (GPUs, topology, commit, NCCL version);
-  - the device tests, one row per program and variant (tests.txt);
+  - the device tests, one row per program and variant (tests.txt), and any runs with more
+    ranks than GPUs, under MPS (mps-tests.txt: one line per run);
   - nccl-tests' correctness sweep through the shim (check/summary.txt);
   - against NCCL (compare/<impl>.<collective>.<round>.log): per collective the worst ratio
-    tccl time / NCCL time over every size (> 1 is slower), a table per collective (median of
+    tccl time / NCCL time over every size from 8 B (> 1 is slower; a 0-byte row, where
+    nccl-tests' count per rank rounds down to nothing, moves nothing in either library), how
+    many sizes are at or below NCCL's time, a table per collective (median of
     the rounds, out of place), and a bus-bandwidth plot of both with the peer copy rate
     (peer-copy.txt) as the physical line (docs/images/results-<kind>-<collective>.png);
   - the torch backend's tests (torch.txt) and the DDP step against NCCL (ddp.txt).
@@ -117,6 +120,10 @@ def section(docs, logdir, kind):
     else:
         lines.append("Not run (no tests.txt).")
     lines.append("")
+    mps = read(os.path.join(logdir, "mps-tests.txt"))
+    if mps:
+        lines += ["More ranks than GPUs, ranks sharing the GPUs under MPS:", "",
+                  "```text", mps.rstrip(), "```", ""]
 
     lines += ["### nccl-tests through the shim, every type and op (`-d all -o all -c 1`)", ""]
     check = read(os.path.join(logdir, "check", "summary.txt"))
@@ -135,14 +142,22 @@ def section(docs, logdir, kind):
         lines += [(why or "No comparison logs.").strip(), ""]
     else:
         lines += ["tccl time / NCCL time, out of place, median of the rounds (> 1: tccl is "
-                  "slower); the worst over all sizes first.", ""]
-        lines += ["| collective | worst ratio | at | best ratio | at |", "|---|---|---|---|---|"]
+                  "slower); the worst and best over every size from 8 B, and how many sizes "
+                  "took at most NCCL's time (a 0-byte row, where nccl-tests' count per rank "
+                  "rounds down to nothing, moves nothing in either library and is left out).",
+                  ""]
+        lines += ["| collective | worst ratio | at | best ratio | at | sizes at most NCCL's time |",
+                  "|---|---|---|---|---|---|"]
         for coll, t in table.items():
-            ratios = {s: v[1] / v[0] for s, v in t.items() if v[0] > 0}
+            ratios = {s: v[1] / v[0] for s, v in t.items() if v[0] > 0 and s > 0}
+            if not ratios:
+                continue
             worst = max(ratios, key=ratios.get)
             best = min(ratios, key=ratios.get)
+            level = sum(1 for r in ratios.values() if r <= 1.0)
             lines.append(f"| {coll} | {ratios[worst]:.2f} | {mpl.size_label(worst)} | "
-                         f"{ratios[best]:.2f} | {mpl.size_label(best)} |")
+                         f"{ratios[best]:.2f} | {mpl.size_label(best)} | "
+                         f"{level} of {len(ratios)} |")
         lines.append("")
         if peer_gbs:
             lines += [f"Peer copy rate (GPU 0 to 1, 1 GiB): {peer_gbs:.1f} GB/s.", ""]

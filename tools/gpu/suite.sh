@@ -13,14 +13,17 @@
 #            transport (SHM: TCCL_P2P_DISABLE=1; the network: and TCCL_SHM_DISABLE=1) and each
 #            algorithm (TCCL_ALGO=tree, recdoubling) forced, the P2P patterns over each
 #            transport; one line per run in tests.txt: PASS or FAIL, the variant, the program;
+#            on 2 GPUs or more, P2P patterns, large P2P, the ring sweep and CUDA graphs again
+#            with more ranks than GPUs, odd counts included, under MPS (mps-tests.txt);
 #   check    nccl-tests through the shim, every type and op, checked (-d all -o all -c 1);
 #   compare  NCCL and tccl in the same call, every collective, 8 B to 1 GiB, two interleaved
 #            rounds (compare/<impl>.<collective>.<round>.log), and the peer copy rate between
 #            GPUs 0 and 1 (the physical line of the plots; peer-copy.txt);
 #   torch    tools/gpu/torch.sh's build and test for the latest stage (torch.txt), and the DDP
 #            step at np against NCCL, widths 128, 2048 and 8192 (ddp.txt).
-# What results.py reads: machine.txt, tests.txt, check/summary.txt, peer-copy.txt, compare/,
-# torch.txt, ddp.txt; everything else (builds, each run's output) is in logs/.
+# What results.py reads: machine.txt, tests.txt, mps-tests.txt, check/summary.txt,
+# peer-copy.txt, compare/, torch.txt, ddp.txt; everything else (builds, each run's output) is
+# in logs/.
 # On a machine with one GPU, test runs 2 ranks under MPS (sharing the GPU, as tccl allows and
 # NCCL refuses), check runs nccl-tests at 1 rank (nccl-tests gives each rank a GPU of its own),
 # and compare says why it has nothing to compare.
@@ -115,6 +118,21 @@ if want test; then
     done
   done
   ((MPS)) && mps off
+  # More ranks than GPUs, odd counts included: ranks share the GPUs under MPS (rank r on GPU
+  # r % NGPU, the harness's mapping). One line per run in mps-tests.txt.
+  if ((NGPU >= 2)); then
+    mps on
+    : >"$OUT/mps-tests.txt"
+    for spec in "$((NGPU + 1)) p2p_patterns" "$((2 * NGPU)) p2p_patterns" \
+                "$((2 * NGPU + 1)) p2p_patterns" "$((NGPU + 1)) p2p_large" \
+                "$((NGPU + 1)) ring_sweep" "$((2 * NGPU)) cuda_graph"; do
+      read -r np prog <<<"$spec"
+      if TCCL_TEST_MEM=device mpi -np "$np" -x TCCL_TEST_MEM=device "$B/s${SN}_test_$prog" \
+          >"$OUT/logs/mps.$prog.np$np.log" 2>&1; then r=PASS; else r=FAIL; fi
+      echo "$r np$np $prog (MPS, $NGPU GPUs)" | tee -a "$OUT/mps-tests.txt"
+    done
+    mps off
+  fi
 fi
 
 # One nccl-tests run: impl (nccl|tccl), collective, log file, then its arguments.
