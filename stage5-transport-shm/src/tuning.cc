@@ -64,27 +64,31 @@ struct AlgoCost {
 // 3 S), above it the double tree; a small message's time is its hops either way.
 // Index: [device][algo]; the device row applies when every rank of the communicator has a
 // GPU (a fact all ranks share, so they all choose alike), the host row otherwise.
-// Stage 5: the device row is re-measured on the GPU transports (P2P under MPS, every rank on
-// one GPU: the ring on up to 32 channels, the tree on two, recursive doubling on one) by
-// tools/gpu/stage5.sh tune, which runs tools/bench/tune.sh over all-reduce times with each
-// algorithm and protocol forced: 2026-11-26, "vm": the H100 machine (16 cores), 2, 3 and 4
-// ranks, 8 B to 16 MiB; median errors 6% (ring), 10% (tree), 8% (recursive doubling).
+// Stage 5: the device row is measured on the GPU transports by tools/bench/tune.sh over
+// tccl_perf all-reduce times with each algorithm and protocol forced (the ring on up to 32
+// channels, one per 32 KiB, the tree on two, recursive doubling on one): 2026-11-29, 2 H200
+// joined by NVLink, 2 ranks one per GPU and 3 and 4 ranks sharing the two GPUs under MPS,
+// 8 B to 16 MiB, 50 calls per size (the data and the fit's output: docs/results/h200x2/tune/);
+// median errors 3% (ring), 9% (tree), 3% (recursive doubling). The first fit, on one H100
+// shared by all ranks, with one channel per 256 KiB, was {8.7, 5.0, 221.4}, {9.6, 5.4, 45.1},
+// {6.2, 7.3, 19.9}.
 constexpr AlgoCost kCost[2][kNumAlgos] = {
     // host: ring, tree, recdoubling
     {{0.0, 13.7, 4.692}, {0.0, 15.2, 4.353}, {0.0, 16.7, 4.139}},
     // device: ring, tree, recdoubling
-    {{8.7, 5.0, 221.4}, {9.6, 5.4, 45.1}, {6.2, 7.3, 19.9}},
+    {{6.2, 5.5, 251.7}, {13.6, 4.9, 44.1}, {5.5, 6.8, 19.3}},
 };
 
 // Stage 5: the LL protocol's constants, device only (LL runs in kernels), for the algorithms
 // that have it (ring, recursive doubling; the trees run Simple: gbps 0 marks "none"). The
-// same run as the device row: median errors 9% (ring), 16% (recursive doubling). A hop costs
-// about half of Simple's (2.8 against 5.0 us on the ring: no fence, no tail, the reader polls
-// the data itself), the bandwidth less than half (94 against 221 GB/s: half of every line is
-// flags, and each block polls 8 bytes at a time). The crossovers this puts between them, all-
-// reduce on the ring: about 1.0 MiB at 2 ranks and 1.6 MiB at 4 (measured: between 1 and 4
-// MiB at both).
-constexpr AlgoCost kCostLL[kNumAlgos] = {{6.4, 2.8, 93.6}, {0.0, 0.0, 0.0}, {6.5, 3.7, 5.3}};
+// same run as the device row: median errors 7% (ring), 13% (recursive doubling). A hop costs
+// well under half of Simple's (2.1 against 5.5 us on the ring: no fence, no tail, the reader
+// polls the data itself), the bandwidth half (124 against 252 GB/s: half of every line is
+// flags). The crossovers this puts between them, all-reduce on the ring: about 1.3 MiB at 2
+// ranks and 3.0 MiB at 4 (measured: between 1 and 2 MiB at 2 ranks, between 2 and 4 MiB at
+// 4; the first fit, {6.4, 2.8, 93.6} for the ring, put the second at 1.6 MiB, where Simple
+// measured 6% slower).
+constexpr AlgoCost kCostLL[kNumAlgos] = {{7.4, 2.1, 124.1}, {0.0, 0.0, 0.0}, {7.4, 3.1, 4.9}};
 
 const char* const kAlgoNames[kNumAlgos] = {"ring", "tree", "recdoubling"};
 const char* const kProtoNames[kNumProtos] = {"simple", "ll"};

@@ -15,6 +15,7 @@
 
 #include <ostream>
 #include <string>
+#include <utility>
 
 #include "tuning.h"
 
@@ -84,6 +85,16 @@ TEST(CostModel, ProtocolChoice) {
     EXPECT_EQ(proto, WorkProto::kSimple) << n << " ranks, 256 MiB";
     EXPECT_GE(pick(WorkFunc::kAllGather, n, 8, true), 0);
     EXPECT_EQ(proto, WorkProto::kLL) << n << " ranks, all-gather 8 B";
+  }
+  // The crossover sits where it was measured on 2 H200 (docs/results/h200x2/tune/): the ring's
+  // all-reduce was faster on LL at 1 MiB and on Simple at 2 MiB with 2 ranks, on LL at 2 MiB
+  // and on Simple at 4 MiB with 4.
+  const std::pair<int, size_t> llFaster[] = {{2, size_t(1) << 20}, {4, size_t(2) << 20}};
+  for (auto [n, bytes] : llFaster) {
+    EXPECT_GE(pick(WorkFunc::kAllReduce, n, bytes, true, "ring"), 0);
+    EXPECT_EQ(proto, WorkProto::kLL) << n << " ranks, " << bytes << " B";
+    EXPECT_GE(pick(WorkFunc::kAllReduce, n, 2 * bytes, true, "ring"), 0);
+    EXPECT_EQ(proto, WorkProto::kSimple) << n << " ranks, " << 2 * bytes << " B";
   }
   // The trees have no LL: forced together, nothing is left.
   EXPECT_EQ(pick(WorkFunc::kAllReduce, 4, 8, true, "tree", "ll"), -1);

@@ -19,6 +19,11 @@
 #   compare  NCCL and tccl in the same call, every collective, 8 B to 1 GiB, two interleaved
 #            rounds (compare/<impl>.<collective>.<round>.log), and the peer copy rate between
 #            GPUs 0 and 1 (the physical line of the plots; peer-copy.txt);
+#   tune     the cost model's device constants (src/tuning.cc): tccl_perf all-reduce with each
+#            algorithm and protocol forced, 8 B to 16 MiB, at np ranks one per GPU and at np+1
+#            and 2 np sharing the GPUs under MPS (tune/<np>.<variant>.median.txt, and the
+#            model's own choice, tune/<np>.auto.txt), fitted by tools/bench/tune.sh
+#            (tune/fit.txt: the rows to paste into kCost and kCostLL);
 #   torch    tools/gpu/torch.sh's build and test for the latest stage (torch.txt), and the DDP
 #            step at np against NCCL, widths 128, 2048 and 8192 (ddp.txt).
 # What results.py reads: machine.txt, tests.txt, mps-tests.txt, check/summary.txt,
@@ -27,7 +32,7 @@
 # On a machine with one GPU, test runs 2 ranks under MPS (sharing the GPU, as tccl allows and
 # NCCL refuses), check runs nccl-tests at 1 rank (nccl-tests gives each rank a GPU of its own),
 # and compare says why it has nothing to compare.
-# Usage: tools/gpu/suite.sh [build] [test] [check] [compare] [torch]
+# Usage: tools/gpu/suite.sh [build] [test] [check] [compare] [tune] [torch]
 #        (default: the first four, about 5 minutes on one H200; torch is a call of its own:
 #        its cold build, the library again with the backend beside it, took more than the
 #        device tool's 10 minutes on one H200's 16 cores)
@@ -189,6 +194,28 @@ EOF
       done
     done
   fi
+fi
+
+if want tune && ((NGPU >= 2)); then
+  log "cost model: all-reduce with each algorithm and protocol forced"
+  d=$OUT/tune
+  mkdir -p "$d"
+  for np in "$NGPU" $((NGPU + 1)) $((2 * NGPU)); do
+    ((np > NGPU)) && mps on
+    for v in ring tree recdoubling ring.ll recdoubling.ll auto; do
+      proto=simple algo=${v%%.*}
+      [[ $v != *.ll ]] || proto=ll
+      [[ $v != auto ]] || proto= algo=
+      f=$d/$np.$v.median.txt
+      [[ $v != auto ]] || f=$d/$np.auto.txt  # (not a fit input)
+      { echo "# memory: device"  # (tune.sh reads it)
+        mpi -np "$np" -x TCCL_ALGO="$algo" -x TCCL_PROTO="$proto" "$B/bench/tccl_perf" \
+          -t allreduce -m device -b 8 -e 16M -f 2 -n 50 -w 5 2>&1; } >"$f"
+    done
+    ((np > NGPU)) && mps off
+  done
+  { echo "# tools/bench/tune.sh on $NGPU x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
+    bash tools/bench/tune.sh "$B" "$d"; } | tee "$d/fit.txt"
 fi
 
 if want torch; then
