@@ -5,7 +5,8 @@ What it is: unittest cases that run tools/docs-check on the samples in tests/doc
 check that it accepts the good page and rejects each bad one with a file:line message:
 a broken link, a missing anchor, a wrongly slugged anchor, a missing image, a failing
 runnable block, a hanging one, malformed markers, a block that writes into the repository,
-a sentence that calls a chapter or stage planned or in progress (StatusTest).
+a sentence that calls a chapter or stage planned or in progress (StatusTest); a chapter page
+over 6,000 words or without prerequisites, objectives or exercises (ChapterTest).
 SlugTest also pins the slug rule against Python-Markdown's own toc.slugify when it is
 installed (python3-markdown, what MkDocs uses). RepoTest runs the link check on the real
 repository, so a broken link in the docs fails CTest.
@@ -100,6 +101,38 @@ class LinkTest(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         self.assertEqual(out.split("\n")[:2], ["good.md:23: test -f build/CMakeCache.txt",
                                                "good.md:30: grep -q hello /tmp/hello.txt"])
+
+
+class ChapterTest(unittest.TestCase):
+    """Chapter pages of one or two sittings: a chapter's page or part over 6,000 words fails,
+    its appendix (measured.md) does not count; a chapter's page without prerequisites,
+    learning objectives or exercises fails."""
+
+    def setUp(self):
+        self.root = make_root("chapters")
+        d = os.path.join(self.root, "docs", "chapters")
+        os.makedirs(os.path.join(d, "stage8-good"))
+        def write(rel, text):
+            with open(os.path.join(d, rel), "w") as f:
+                f.write(text)
+        write("stage8-good.md", '# Chapter 8\n\n!!! note "Prerequisites"\n    Chapter 7.\n\n'
+                                "## Learning objectives\n\nYou can.\n\n## Exercises and labs\n\n"
+                                "None.\n")
+        write("stage8-good/2-long.md", "# Part 2\n\n" + "word " * 6001 + "\n")
+        write("stage8-good/measured.md", "# Appendix\n\n" + "figure " * 7000 + "\n")
+        write("stage9-bare.md", "# Chapter 9\n\nText.\n")
+        self.files = ["docs/chapters/stage8-good.md", "docs/chapters/stage8-good/2-long.md",
+                      "docs/chapters/stage8-good/measured.md", "docs/chapters/stage9-bare.md"]
+
+    def test_long_pages_and_missing_sections_fail(self):
+        rc, out = docs_check(self.root, "links", *self.files)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("docs/chapters/stage8-good/2-long.md:1: 6004 words", out)
+        for what in ("prerequisites", "learning objectives", "exercises"):
+            self.assertIn("docs/chapters/stage9-bare.md:1: a chapter page needs its " + what, out)
+        self.assertNotIn("stage8-good/measured.md:", out)
+        self.assertNotIn("stage8-good.md:", out)
+        self.assertIn("docs-check: 4 problems", out)
 
 
 class StatusTest(unittest.TestCase):

@@ -5,6 +5,12 @@ What it is: list, start, check, reset and verify over the catalog (catalog.py) a
 the targets the exercise's tests need, then `ctest -R` on those tests; CTest's multi-rank tests
 already pass mpirun --allow-run-as-root/--oversubscribe where needed.
 
+Build folders (under build/, the whole tree's folder, which tools/test uses; tools/demo builds
+a stage on its own next to it, in build-N/): `start` writes the learner's copy to
+build/exercises/learn-<stage> (`start X.Y`: build/exercises/learn-X.Y) unless --to says
+otherwise, and needs nothing built before it; `check` builds in the copy's own
+build/exercises/<stage>, `verify` in build/exercises/verify.
+
 Invariants: `start` and `reset` write only inside the learner's copy; `check` and `verify`
 write only inside their build directory (default build/exercises), never /tmp; verify rewrites
 a scratch file only when its content changes, so one build tree per stage is reused
@@ -221,14 +227,28 @@ def chosen(only, default):
 
 
 def cmd_start(args):
-    n = parse_stage(args.stage)
+    one = None
+    if re.match(r"^\d+\.\d+$", args.stage):
+        # One exercise, X.Y: its chapter's stage with that exercise stubbed (as --only X.Y),
+        # in a copy of its own.
+        one = chosen([args.stage], [])[0]
+        args.only = [one.id] + (args.only or [])
+        n = parse_stage(str(one.chapter))
+    else:
+        n = parse_stage(args.stage)
     sdir = stages()[n]
     exs = chosen(args.only, [e for e in catalog.EXERCISES if e.chapter == n])
     for e in exs:
         if e.chapter > n:
             die(f"exercise {e.id} is chapter {e.chapter}'s; stage {n} does not have it")
-    dst = Path(args.to or ROOT / "build" / "exercises" / f"learn-{sdir}").resolve()
+    name = f"learn-{one.id}" if one else f"learn-{sdir}"
+    dst = Path(args.to or ROOT / "build" / "exercises" / name).resolve()
     if dst.exists() and any(dst.iterdir()) and not args.force:
+        st = learner_state(dst)
+        if st:
+            die(f"{dst} already holds a learner's copy ({st['stage']}, stubbed: "
+                f"{', '.join(st['stubbed']) or 'none'}): cd there and go on, or use --force "
+                f"to write a new one over it (what you changed there is lost)")
         die(f"{dst} exists and is not empty (use --force to overwrite it)")
     if dst == ROOT or ROOT in dst.parents and not str(dst).startswith(str(ROOT / "build")):
         die("write the learner's copy outside the repository (or under its build/)")
@@ -397,8 +417,9 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND", required=True)
     sub.add_parser("list", help="the exercises per chapter, with difficulty and title")
     p = sub.add_parser("start", help="write a learner's copy of a stage with exercises stubbed")
-    p.add_argument("stage", help="1 / stage1 / stage1-p2p")
-    p.add_argument("--to", help="where (default build/exercises/learn-<stage>)")
+    p.add_argument("stage", metavar="STAGE|X.Y",
+                   help="1 / stage1 / stage1-p2p: the chapter's exercises; X.Y: only that one")
+    p.add_argument("--to", help="where (default build/exercises/learn-<stage>, or learn-X.Y)")
     p.add_argument("--only", action="append", metavar="X.Y",
                    help="stub only these exercises (repeat, or X.Y,X.Z)")
     p.add_argument("--force", action="store_true", help="write into a non-empty directory")
