@@ -6,8 +6,8 @@ gets one machine kind's logs as tools/gpu/suite.sh leaves them -- machine.txt, t
 check/summary.txt, peer-copy.txt and nccl-tests logs of two rounds for NCCL and tccl, made
 here with known times -- and the page must show exactly those numbers: the worst and best
 ratio per collective and where, the per-size table (medians of the rounds), the tests, the
-plot. A kind whose comparison did not run (one GPU) says why; a log without rows drops its
-collective instead of inventing one.
+plot, the CUDA-graph runs where they exist. A kind whose comparison did not run (one GPU) says
+why; a log without rows drops its collective instead of inventing one.
 
 Invariants: outputs go to a temporary directory that is removed (MPLCONFIGDIR included).
 NCCL counterpart: none. Added in: stage 5 (with tools/gpu/suite.sh).
@@ -104,6 +104,21 @@ class ResultsTest(unittest.TestCase):
                       text)
         with open(os.path.join(self.docs, "images", "results-h200x2-all_reduce.png"), "rb") as f:
             self.assertEqual(f.read(len(PNG_SIGNATURE)), PNG_SIGNATURE)
+
+    def test_graphs(self):
+        # nccl-tests -G 10 logs: NCCL 8 us, tccl 12 us at 8 B (1.50); a size only one log has
+        # is left out.
+        write(os.path.join(self.kind, "graphs", "nccl.all_reduce.G10.log"),
+              log_text([(8, 8.0, 0.0), (64, 8.0, 0.0)]))
+        write(os.path.join(self.kind, "graphs", "tccl.all_reduce.G10.log"), log_text([(8, 12.0, 0.0)]))
+        text = self.page()
+        self.assertIn("both captured in CUDA graphs", text)
+        self.assertIn("| 8 B | 8.0 | 12.0 | 1.50 |", text)
+        self.assertNotIn("| 64 B | 8.0 |", text)
+        self.assertNotIn("all_gather, CUDA graphs", text)  # no logs, no section
+
+    def test_no_graphs_no_section(self):
+        self.assertNotIn("CUDA graphs", self.page())
 
     def test_one_gpu_says_why(self):
         one = os.path.join(self.docs, "results", "h200x1")

@@ -15,6 +15,8 @@ and writes docs/results.md, one section per kind:
     many sizes are at or below NCCL's time, a table per collective (median of
     the rounds, out of place), and a bus-bandwidth plot of both with the peer copy rate
     (peer-copy.txt) as the physical line (docs/images/results-<kind>-<collective>.png);
+  - the same with both libraries captured in CUDA graphs (graphs/<impl>.<collective>.G10.log,
+    nccl-tests -G 10), where the suite's graphs step ran;
   - the torch backend's tests (torch.txt) and the DDP step against NCCL (ddp.txt).
 
 Usage: tools/gpu/results.py [--docs DIR] [LOGDIR...]   (default: docs/, and every
@@ -76,6 +78,28 @@ def compare(logdir):
             table[s] = (med["nccl"][0], med["tccl"][0], med["nccl"][1], med["tccl"][1])
         out[coll] = table
     return out
+
+
+def graphs_section(logdir):
+    """Markdown lines for the CUDA-graph runs (graphs/<impl>.<collective>.G10.log), if any."""
+    gdir = os.path.join(logdir, "graphs")
+    if not os.path.isdir(gdir):
+        return []
+    lines = ["### Against NCCL, both captured in CUDA graphs (`-G 10`)", "",
+             "One round, out of place: each timed launch replays a graph of 10 captured calls, "
+             "so the host's per-call cost leaves the time.", ""]
+    for coll in COLLS:
+        n = nccl_rows(os.path.join(gdir, f"nccl.{coll}.G10.log"))
+        t = nccl_rows(os.path.join(gdir, f"tccl.{coll}.G10.log"))
+        sizes = sorted(s for s in set(n) & set(t) if s > 0 and n[s][0] > 0)
+        if not sizes:
+            continue
+        lines += [f"#### {coll}, CUDA graphs", "",
+                  "| size | NCCL (us) | tccl (us) | ratio |", "|---|---|---|---|"]
+        lines += [f"| {mpl.size_label(s)} | {n[s][0]:.1f} | {t[s][0]:.1f} | {t[s][0] / n[s][0]:.2f} |"
+                  for s in sizes]
+        lines.append("")
+    return lines
 
 
 def plot(docs, kind, coll, table, peer_gbs):
@@ -172,6 +196,8 @@ def section(docs, logdir, kind):
                 lines.append(f"| {mpl.size_label(s)} | {v[0]:.1f} | {v[1]:.1f} | {v[1] / v[0]:.2f} | "
                              f"{v[2]:.1f} | {v[3]:.1f} |")
             lines.append("")
+
+    lines += graphs_section(logdir)
 
     lines += ["### Torch backend on CUDA tensors (tools/gpu/torch.sh)", ""]
     torch = read(os.path.join(logdir, "torch.txt"))

@@ -19,6 +19,9 @@
 #   compare  NCCL and tccl in the same call, every collective, 8 B to 1 GiB, two interleaved
 #            rounds (compare/<impl>.<collective>.<round>.log), and the peer copy rate between
 #            GPUs 0 and 1 (the physical line of the plots; peer-copy.txt);
+#   graphs   all-reduce and all-gather again, 8 B to 64 MiB, both libraries captured in CUDA
+#            graphs (nccl-tests -G 10: each timed launch replays 10 captured calls), one round
+#            (graphs/<impl>.<collective>.G10.log);
 #   tune     the cost model's device constants (src/tuning.cc): tccl_perf all-reduce with each
 #            algorithm and protocol forced, 8 B to 16 MiB, at np ranks one per GPU and at np+1
 #            and 2 np sharing the GPUs under MPS (tune/<np>.<variant>.median.txt, and the
@@ -27,15 +30,16 @@
 #   torch    tools/gpu/torch.sh's build and test for the latest stage (torch.txt), and the DDP
 #            step at np against NCCL, widths 128, 2048 and 8192 (ddp.txt).
 # What results.py reads: machine.txt, tests.txt, mps-tests.txt, check/summary.txt,
-# peer-copy.txt, compare/, torch.txt, ddp.txt; everything else (builds, each run's output) is
-# in logs/.
+# peer-copy.txt, compare/, graphs/, torch.txt, ddp.txt; everything else (builds, each run's
+# output) is in logs/.
 # On a machine with one GPU, test runs 2 ranks under MPS (sharing the GPU, as tccl allows and
 # NCCL refuses), check runs nccl-tests at 1 rank (nccl-tests gives each rank a GPU of its own),
 # and compare says why it has nothing to compare.
-# Usage: tools/gpu/suite.sh [build] [test] [check] [compare] [tune] [torch]
+# Usage: tools/gpu/suite.sh [build] [test] [check] [compare] [graphs] [tune] [torch]
 #        (default: the first four, about 5 minutes on one H200; torch is a call of its own:
 #        its cold build, the library again with the backend beside it, took more than the
-#        device tool's 10 minutes on one H200's 16 cores)
+#        device tool's 10 minutes on one H200's 16 cores, and about 11 minutes on 4 H200's
+#        64 cores: its CUDA kernels compile one file at a time)
 # Environment: OUT (raw logs; default ./gpu-out/suite), TCCL_SUITE_STAGE (default: the latest
 #              stage), TCCL_SUITE_MAX (compare's largest size, default 1G), TCCL_SUITE_ITERS
 #              (compare's -n, default 20), TCCL_SUITE_COMMIT (the commit to name, where the
@@ -196,6 +200,17 @@ EOF
   fi
 fi
 
+if want graphs && ((NGPU >= 2)); then
+  log "NCCL and tccl captured in CUDA graphs, $NP ranks, 8 B to 64 MiB"
+  mkdir -p "$OUT/graphs"
+  for t in all_reduce all_gather; do
+    for impl in nccl tccl; do
+      ncclt "$impl" "$t" "$OUT/graphs/$impl.$t.G10.log" -b 8 -e 64M -f 4 -w 5 -n 20 -G 10 -c 0 ||
+        echo "exit $? ($impl $t, graphs)"
+    done
+  done
+fi
+
 if want tune && ((NGPU >= 2)); then
   log "cost model: all-reduce with each algorithm and protocol forced"
   d=$OUT/tune
@@ -221,7 +236,7 @@ fi
 if want torch; then
   log "torch backend ($STAGE) on CUDA tensors"
   OUT=$OUT/logs/torch TCCL_TORCH_STAGE=$STAGE bash tools/gpu/torch.sh build test >"$OUT/logs/torch.log" 2>&1
-  grep -E "^== |exit |verified|WRONG|Error" "$OUT/logs/torch.log" | tee "$OUT/torch.txt" | head -40
+  grep -E "^== |exit |checks passed|verified|WRONG|Error" "$OUT/logs/torch.log" | tee "$OUT/torch.txt" | head -40
   if ((NGPU >= 2)); then
     TB=$ROOT/build-torch-gpu-$STAGE
     [[ $STAGE == stage4-torch ]] && TB=$ROOT/build-torch-gpu
