@@ -17,6 +17,7 @@ from pathlib import Path
 from .chain import (DIFFS_DIR, ROOT, all_stages, code_stages, excluded, read_bytes,
                     stage_files)
 from .diffs import chapter_diff, diff_targets
+from .guide import GUIDES_DIR, guide_targets, guide_text
 
 KNOBS_DOC = Path("docs/knobs.md")
 DOXYFILE = Path("docs/Doxyfile")
@@ -123,6 +124,23 @@ def check_diffs(rep):
             if p.name not in wanted:
                 rep.problem(f"{DIFFS_DIR / p.name}: stale, no such chapter with code "
                             f"(run tools/stage gen-diffs)")
+    return len(wanted)
+
+
+def check_guides(rep):
+    out_dir = ROOT / GUIDES_DIR
+    wanted = guide_targets()
+    for name, stage in wanted.items():
+        have = read_bytes(out_dir / name)
+        if have is None:
+            rep.problem(f"{GUIDES_DIR}/{name}: missing (run tools/stage gen-guides)")
+        elif have != guide_text(stage).encode("utf-8"):
+            rep.problem(f"{GUIDES_DIR}/{name}: out of date (run tools/stage gen-guides)")
+    if out_dir.is_dir():
+        for p in sorted(out_dir.glob("*.md")):
+            if p.name not in wanted:
+                rep.problem(f"{GUIDES_DIR}/{p.name}: stale, no such chapter with code "
+                            f"(run tools/stage gen-guides)")
     return len(wanted)
 
 
@@ -269,12 +287,13 @@ def cmd_check(args):
     for prev, stage in pairs:
         check_pair(prev, stage, rep)
     ndiffs = check_diffs(rep)
+    nguides = check_guides(rep)
     nknobs = check_knobs(rep)
     check_registration(rep)
     cs = code_stages()
     print(f"stage check: {rep.problems} problem(s), {rep.notes} note(s); "
           f"{len(cs)} stage(s) with code ({', '.join(s.name for s in cs) or 'none'}); "
           f"{'builds skipped' if args.no_build else f'{built} of {tried} built alone'}; "
-          f"{len(pairs)} chapter(s) compared; {ndiffs} diff(s) checked; "
+          f"{len(pairs)} chapter(s) compared; {ndiffs} diff(s) and {nguides} guide(s) checked; "
           f"{nknobs} knob(s) found in code")
     return 1 if rep.problems else 0
