@@ -22,7 +22,8 @@
 #   TCCL_SANITIZE_CXX / _CC   compilers (default clang++ / clang)
 #   TCCL_SANITIZE_TESTS       a ctest -R regex replacing the default "^s<N>_" (the exclusions
 #                             below still apply)
-#   TCCL_CTEST_JOBS           ctest -j (default: twice the cores under ASan, as tools/test; the
+#   TCCL_CTEST_JOBS           ctest -j (default: twice the cores under ASan, where instrumented
+#                             ranks spend less of a run waiting than tools/test's do; the
 #                             cores under TSan, which slows the code 5-15 times: its tests keep
 #                             the CPU share their timeouts were set for)
 #
