@@ -25,9 +25,12 @@ TCCL_RXE_PACKAGES=(qemu-system-x86 busybox-static kmod cpio ibverbs-providers ib
   rdma-core iproute2)
 # ... plus what tools/test needs: the docs toolchain, clang for the fuzzers, matplotlib for
 # tools/trace and tools/plot (their tests draw pictures), git for the docs checker's tests
-# (they make a scratch repository; nothing else needs git, a learner may have an archive).
+# (they make a scratch repository; nothing else needs git, a learner may have an archive),
+# chromium for tools/site-check (the built site opened in a headless browser).
 TCCL_TEST_PACKAGES=("${TCCL_BUILD_PACKAGES[@]}" doxygen graphviz mkdocs mkdocs-material clang
-  python3-matplotlib git "${TCCL_RXE_PACKAGES[@]}")
+  python3-matplotlib git chromium "${TCCL_RXE_PACKAGES[@]}")
+# Installed without their recommended packages (ensure_packages).
+TCCL_BARE_PACKAGES=(chromium)
 
 # torch_packages: the torch packages, or none when the user chose TCCL_NO_TORCH=1.
 torch_packages() {
@@ -83,8 +86,22 @@ ensure_packages() {
   fi
   note "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  if ! as_root apt-get update -q ||
-     ! as_root apt-get install -y -q "${missing[@]}"; then
+  # The packages of TCCL_BARE_PACKAGES come without their recommended ones (chromium would
+  # bring 90 packages, 139 MB, where the headless check needs 5, 115 MB).
+  local plain=() bare=() ok=1
+  for pkg in "${missing[@]}"; do
+    if [[ " ${TCCL_BARE_PACKAGES[*]} " == *" $pkg "* ]]; then
+      bare+=("$pkg")
+    else
+      plain+=("$pkg")
+    fi
+  done
+  as_root apt-get update -q || ok=0
+  if ((ok && ${#plain[@]})); then as_root apt-get install -y -q "${plain[@]}" || ok=0; fi
+  if ((ok && ${#bare[@]})); then
+    as_root apt-get install -y -q --no-install-recommends "${bare[@]}" || ok=0
+  fi
+  if ((!ok)); then
     echo "warning: could not install ${missing[*]}; continuing (later steps say what lacks)" >&2
   fi
 }

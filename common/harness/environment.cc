@@ -13,6 +13,13 @@
  *    std::runtime_error (a test that asks for one fails with a message instead of crashing).
  *  - Buffer errors (bad range, failed allocation or copy) throw: GoogleTest reports an
  *    exception escaping a test as that test's failure.
+ *  - Large host buffers (16 MiB and more) are kept for the next Buffer of the same rounded
+ *    size instead of being freed (at most 1 GiB per process; never under a sanitizer, which
+ *    must see every free). Such a buffer is mapped by malloc on its own and unmapped on free,
+ *    so each new one costs a page fault per 4 KiB as the test first writes it: the 64 Mi-element
+ *    cases spent more time in the kernel than in the collectives (ring_large at 2 ranks: 5.1 s
+ *    of system time in a 6.2 s run). A kept buffer holds the last test's bytes; every test
+ *    writes (or poisons) a buffer before it reads it, as it must with malloc's memory too.
  *
  * NCCL counterpart: nccl-tests src/common.cu (device selection, buffer allocation).
  * Added in: foundation (common/).
@@ -22,6 +29,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -159,12 +168,82 @@ void deviceSync() {
 
 // ---- Buffer -------------------------------------------------------------------------------
 
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kKeepLargeBuffers = false;  // GCC's sanitizers: every free must be seen
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kKeepLargeBuffers = false;  // clang's
+#else
+constexpr bool kKeepLargeBuffers = true;
+#endif
+#else
+constexpr bool kKeepLargeBuffers = true;
+#endif
+constexpr size_t kKeepFrom = size_t{16} << 20;  // smaller blocks come from malloc's own heap
+constexpr size_t kKeepGranule = size_t{2} << 20;
+constexpr size_t kKeepAtMost = size_t{1} << 30;
+
+/// The host bytes a Buffer of `bytes` allocates: whole pages, and for a large one a multiple
+/// of kKeepGranule, so that the same request finds the same size in the keep list.
+size_t hostCapacity(size_t bytes) {
+  const size_t granule = bytes >= kKeepFrom ? kKeepGranule : kPageSize;
+  return (bytes + granule - 1) / granule * granule;
+}
+
+/// Large host blocks given back by Buffers, oldest first. Threads of one process (the
+/// thread-rank tests) share it, hence the lock.
+struct KeptBlocks {
+  std::mutex mu;
+  std::deque<std::pair<void*, size_t>> blocks;
+  size_t total = 0;
+};
+KeptBlocks& kept() {
+  static KeptBlocks* k = new KeptBlocks;  // never destroyed: Buffers may outlive statics
+  return *k;
+}
+
+void* takeHost(size_t capacity) {
+  if (kKeepLargeBuffers && capacity >= kKeepFrom) {
+    KeptBlocks& k = kept();
+    std::lock_guard<std::mutex> lock(k.mu);
+    for (auto it = k.blocks.begin(); it != k.blocks.end(); ++it) {
+      if (it->second != capacity) continue;
+      void* p = it->first;
+      k.total -= capacity;
+      k.blocks.erase(it);
+      return p;
+    }
+  }
+  return std::aligned_alloc(kPageSize, capacity);
+}
+
+void giveBackHost(void* p, size_t capacity) {
+  if (!kKeepLargeBuffers || capacity < kKeepFrom || capacity > kKeepAtMost) {
+    std::free(p);
+    return;
+  }
+  KeptBlocks& k = kept();
+  std::lock_guard<std::mutex> lock(k.mu);
+  while (k.total + capacity > kKeepAtMost) {  // the oldest go first
+    std::free(k.blocks.front().first);
+    k.total -= k.blocks.front().second;
+    k.blocks.pop_front();
+  }
+  k.blocks.emplace_back(p, capacity);
+  k.total += capacity;
+}
+
+}  // namespace
+
+bool keepsLargeHostBuffers() { return kKeepLargeBuffers; }
+
 Buffer::Buffer(size_t bytes, MemKind kind) : bytes_(bytes), kind_(kind) {
   // Never a null pointer, even for 0 bytes: a test of count 0 still passes a real address.
   const size_t alloc = bytes == 0 ? 1 : bytes;
   if (kind == MemKind::kHost) {
-    const size_t rounded = (alloc + kPageSize - 1) / kPageSize * kPageSize;
-    ptr_ = std::aligned_alloc(kPageSize, rounded);
+    ptr_ = takeHost(hostCapacity(alloc));
     if (ptr_ == nullptr) {
       throw std::runtime_error("tccl test harness: cannot allocate " + std::to_string(bytes) +
                                " bytes of host memory");
@@ -183,7 +262,7 @@ Buffer::Buffer(size_t bytes, MemKind kind) : bytes_(bytes), kind_(kind) {
 Buffer::~Buffer() {
   if (ptr_ == nullptr) return;
   if (kind_ == MemKind::kHost) {
-    std::free(ptr_);
+    giveBackHost(ptr_, hostCapacity(bytes_ == 0 ? 1 : bytes_));
     return;
   }
 #ifdef TCCL_TEST_HAVE_CUDA

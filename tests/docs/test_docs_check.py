@@ -6,7 +6,9 @@ check that it accepts the good page and rejects each bad one with a file:line me
 a broken link, a missing anchor, a wrongly slugged anchor, a missing image, a failing
 runnable block, a hanging one, malformed markers, a block that writes into the repository,
 a sentence that calls a chapter or stage planned or in progress (StatusTest); a chapter page
-over 6,000 words or without prerequisites, objectives or exercises (ChapterTest).
+over 6,000 words or without prerequisites, objectives or exercises (ChapterTest); a shell block
+that says nothing of what runs it, or names a tools/test step or a script that does not exist
+(MarkerTest: sample/run-by.md passes, sample/run-by-bad.md fails line by line).
 SlugTest also pins the slug rule against Python-Markdown's own toc.slugify when it is
 installed (python3-markdown, what MkDocs uses). RepoTest runs the link check on the real
 repository, so a broken link in the docs fails CTest.
@@ -39,14 +41,28 @@ def load_tool():
     return mod
 
 
+# A stand-in for tools/test in the sample tree: `run by: tools/test STEP` is checked against
+# what --list prints.
+FAKE_TOOLS_TEST = """#!/usr/bin/env bash
+# the sample tree's tools/test: only --list, as the real one prints it
+[[ ${1:-} == --list ]] && printf '%s\\n' configure build ctest exercises fresh-demo
+"""
+
+
 def make_root(name):
-    """A copy of the samples in WORK/name, as a git repository, with a fake built tree."""
+    """A copy of the samples in WORK/name, as a git repository, with a fake built tree and the
+    two tools that markers name (tools/test, tools/gpu/suite.sh)."""
     root = os.path.join(WORK, name)
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(os.path.join(HERE, "sample"), root)
     subprocess.run(["git", "init", "-q", root], check=True)
     with open(os.path.join(root, ".gitignore"), "w") as f:
         f.write("/build/\n")
+    os.makedirs(os.path.join(root, "tools", "gpu"))
+    with open(os.path.join(root, "tools", "test"), "w") as f:
+        f.write(FAKE_TOOLS_TEST)
+    with open(os.path.join(root, "tools", "gpu", "suite.sh"), "w") as f:
+        f.write("#!/usr/bin/env bash\n# the sample tree's GPU suite: only its path matters\n")
     os.makedirs(os.path.join(root, "build"))
     open(os.path.join(root, "build", "CMakeCache.txt"), "w").close()
     return root
@@ -101,6 +117,62 @@ class LinkTest(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         self.assertEqual(out.split("\n")[:2], ["good.md:23: test -f build/CMakeCache.txt",
                                                "good.md:30: grep -q hello /tmp/hello.txt"])
+
+
+class MarkerTest(unittest.TestCase):
+    """Every shell block says what runs it: runnable, `run by: tools/test STEP` (a step that
+    tools/test --list prints), `run by: tools/PATH` (a file under tools/), or `not run: REASON`
+    (counted in the summary)."""
+
+    def setUp(self):
+        self.root = make_root("markers")
+
+    def test_marked_blocks_pass_and_are_counted(self):
+        rc, out = docs_check(self.root, "links", "run-by.md")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("docs-check: shell blocks: 1 runnable, 1 run by a tools/test step, "
+                      "2 run by a script under tools/, 1 not run", out)
+
+    def test_unmarked_and_wrong_markers_fail(self):
+        rc, out = docs_check(self.root, "links", "run-by-bad.md")
+        self.assertEqual(rc, 1, out)
+        unrun = ("a shell block that no test runs: mark it runnable, or say what runs it "
+                 "(<!-- run by: tools/test STEP -->, <!-- run by: tools/PATH -->), or "
+                 "<!-- not run: REASON -->")
+        for line in (3, 29, 34):
+            self.assertIn("run-by-bad.md:%d: %s" % (line, unrun), out)
+        self.assertIn("run-by-bad.md:8: run by: 'NOSUCHSTEP' is not a step of tools/test "
+                      "(tools/test --list: build, configure, ctest, exercises, fresh-demo)", out)
+        self.assertIn("run-by-bad.md:13: run by: tools/gpu/gone.sh is not a file under tools/",
+                      out)
+        self.assertIn("run-by-bad.md:18: run by: 'make check' is neither `tools/test STEP` nor "
+                      "a script under tools/", out)
+        self.assertIn("run-by-bad.md:23: not run: say why in a few words", out)
+        self.assertIn("run-by-bad.md:27: run-by or not-run marker not on the line right before "
+                      "a code fence", out)
+        self.assertIn("run-by-bad.md:33: malformed marker (write `<!-- run by: WHAT -->`", out)
+        self.assertIn("docs-check: 9 problems", out)
+
+    def test_run_runs_only_the_runnable_block(self):
+        build = os.path.join(self.root, "build")
+        rc, out = docs_check(self.root, "run", "--build", build, "run-by.md")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ran 1 runnable blocks", out)
+
+    def test_list_markers(self):
+        rc, out = docs_check(self.root, "list", "--markers", "run-by.md", "run-by-bad.md")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("run-by.md:4: [runnable] true", out)
+        self.assertIn("run-by.md:24: [not run: needs a second host with an InfiniBand port] "
+                      "$ mpirun -np 2 -H hostA,hostB ./a.out", out)
+        self.assertIn("run-by-bad.md:3: [UNMARKED] echo nobody runs this", out)
+
+    def test_without_tools_test_a_step_cannot_be_checked(self):
+        os.remove(os.path.join(self.root, "tools", "test"))
+        rc, out = docs_check(self.root, "links", "run-by.md")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("run-by.md:9: run by: cannot check step 'ctest': tools/test does not "
+                      "exist", out)
 
 
 class ChapterTest(unittest.TestCase):

@@ -309,6 +309,24 @@ TEST(BufferTest, HostRoundTripAndBounds) {
   EXPECT_NE(empty.data(), nullptr);
 }
 
+TEST(BufferTest, LargeHostBuffersAreKeptForTheSameSize) {
+  if (!keepsLargeHostBuffers()) GTEST_SKIP() << "a sanitizer build: every buffer is freed";
+  void* first = nullptr;
+  {
+    Buffer a(size_t{40} << 20, MemKind::kHost);
+    first = a.data();
+    std::memset(a.data(), 0x5a, a.bytes());
+  }
+  Buffer same(size_t{40} << 20, MemKind::kHost);  // the same request: the kept block
+  EXPECT_EQ(same.data(), first);
+  Buffer other(size_t{40} << 20, MemKind::kHost);  // that block is taken: a new one
+  EXPECT_NE(other.data(), first);
+  // The kept block comes back as it was left: tests poison or write what they read.
+  EXPECT_EQ(static_cast<unsigned char*>(same.data())[12345], 0x5a);
+  Buffer small(1000, MemKind::kHost);  // below 16 MiB: malloc's, aligned as ever
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 4096, 0u);
+}
+
 TEST(BufferTest, MemKindsMatchGpuPresence) {
   EXPECT_STREQ(memKindName(MemKind::kDevice), "device");
   const char* env = std::getenv("TCCL_TEST_MEM");

@@ -25,8 +25,7 @@ Invariants: deterministic output: two runs with the same matplotlib give byte-id
 (no date in the metadata, a fixed svg.hashsalt, text kept as text, no randomness); the trees
 are computed by the same rules as stage3-tree/src/trees.cc, not typed in. Never writes outside
 docs/images/ and the scratch folder.
-NCCL counterpart: none (NCCL's docs have no generated drawings). Added in: the curriculum
-(issue #40, concept drawings).
+NCCL counterpart: none (NCCL's docs have no generated drawings). Added in: curriculum (docs).
 """
 
 import argparse

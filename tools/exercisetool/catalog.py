@@ -236,7 +236,17 @@ EXERCISES = [
         needs=["5.1"]),  # the communicator's all-reduce chooses its algorithm
     # ---- chapter 6: the net interface and the verbs Net -------------------------------------
     Exercise(
-        id="6.1", title="the sender reads its ready-to-receive entry", level="medium",
+        id="6.1", title="TCCL_IB_HCA picks the ports", level="easy",
+        file="src/transport/net/ib/ib_device.cc",
+        stubs=["(void)name, (void)port;  // remove once you use them\n"
+               "return false;  // no port selected: the IB Net finds no device"],
+        # The syntax's unit test (prefix, "=" exact, ":port", "^" exclusion), no device. The
+        # region follows the empty-spec case, so 6.2's tests (TCCL_IB_HCA unset) never reach it.
+        tests=["{p}net_ib"],
+        targets=["{p}test_net_ib"],
+        gtest_filter="NetIbMetadata.HcaSelection"),
+    Exercise(
+        id="6.2", title="the sender reads its ready-to-receive entry", level="medium",
         file="src/transport/net/ib/net_ib.cc",
         stubs=["(void)e, (void)k, (void)size, (void)ready, (void)bytes;  // remove once used\n"
                "return tcclInternalError;"],
@@ -246,16 +256,6 @@ EXERCISES = [
         tests=["{p}net_ib"],
         targets=["{p}test_net_ib"],
         gtest_filter="NetIbData.*:NetIbQp.*"),
-    Exercise(
-        id="6.2", title="TCCL_IB_HCA picks the ports", level="easy",
-        file="src/transport/net/ib/ib_device.cc",
-        stubs=["(void)name, (void)port;  // remove once you use them\n"
-               "return false;  // no port selected: the IB Net finds no device"],
-        # The syntax's unit test (prefix, "=" exact, ":port", "^" exclusion), no device. The
-        # region follows the empty-spec case, so 6.1's tests (TCCL_IB_HCA unset) never reach it.
-        tests=["{p}net_ib"],
-        targets=["{p}test_net_ib"],
-        gtest_filter="NetIbMetadata.HcaSelection"),
     Exercise(
         id="6.3", title="the receive side posts and publishes steps", level="hard",
         file="src/transport/net/net_transport.cc",
@@ -273,7 +273,7 @@ EXERCISES = [
         # waits on that rank for good. Not net_fake_ib: the IB Net and the socket Net both
         # define tccl::NetSendComm and its siblings (an ODR violation); at verify's -Og the
         # linker keeps one std::make_unique<NetSendComm> for both, and the IB connect crashes.
-        # TCCL_IB_DISABLE=1: NET/Socket on a machine with an HCA too (not 6.1's code).
+        # TCCL_IB_DISABLE=1: NET/Socket on a machine with an HCA too (not 6.2's code).
         tests=["{p}ring_sweep_socket.np3", "{p}tree_sweep_socket.np3", "{p}p2p_large_socket.np2"],
         targets=["{p}test_ring_sweep", "{p}test_p2p_large"],
         env={"TCCL_IB_DISABLE": "1"}),
@@ -321,3 +321,25 @@ def find(ex_id: str) -> Exercise:
         if e.id == ex_id:
             return e
     raise KeyError(ex_id)
+
+
+def problems() -> List[str]:
+    """What breaks the table's invariants (module docstring): ids per chapter counting 1, 2,
+    ... in table order, and levels that never drop (easy before medium before hard)."""
+    out = []
+    by: Dict[int, List[Exercise]] = {}
+    for e in EXERCISES:
+        by.setdefault(e.chapter, []).append(e)
+        if e.level not in LEVELS:
+            out.append(f"{e.id}: level {e.level!r} is not one of {', '.join(LEVELS)}")
+    for ch, exs in sorted(by.items()):
+        for n, e in enumerate(exs, start=1):
+            if e.id != f"{ch}.{n}":
+                out.append(f"{e.id}: expected id {ch}.{n} (ids count from 1 in table order)")
+        for a, b in zip(exs, exs[1:]):
+            ranks = [LEVELS.index(x.level) if x.level in LEVELS else -1 for x in (a, b)]
+            if -1 not in ranks and ranks[1] < ranks[0]:
+                out.append(f"{b.id} ({b.level}) comes after {a.id} ({a.level}): "
+                           "exercises go in order of difficulty")
+    return out
+

@@ -126,6 +126,11 @@ class Buffer {
   MemKind kind_;
 };
 
+/// True when large host Buffers (16 MiB and more) are kept for reuse when freed, so that the
+/// next Buffer of the same size takes the same pages without faulting them in again (never
+/// under a sanitizer; environment.cc says why).
+bool keepsLargeHostBuffers();
+
 /// Waits for all device work of this process (cudaDeviceSynchronize; no-op without a GPU).
 void deviceSync();
 

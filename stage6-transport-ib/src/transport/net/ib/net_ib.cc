@@ -116,7 +116,7 @@ bool peerClosed(IbComm& c) {
 /// buffer it announces (*bytes: net.h's rule for one that does not fit)?
 tcclResult_t readFifoEntry(const IbFifoEntry& e, uint64_t k, size_t size, bool* ready,
                            uint32_t* bytes) {
-  // >>> exercise 6.1: the sender reads its ready-to-receive entry
+  // >>> exercise 6.2: the sender reads its ready-to-receive entry
   // The receiver RDMA-writes entry k with seq = k + 1, last: an entry from an earlier lap of
   // the ring holds an older seq. Acquire: the fields written before seq are read after it.
   *ready = __atomic_load_n(&e.seq, __ATOMIC_ACQUIRE) == k + 1;
@@ -124,7 +124,7 @@ tcclResult_t readFifoEntry(const IbFifoEntry& e, uint64_t k, size_t size, bool* 
   // and the receiver's consumer reports the mismatch.
   *bytes = size <= e.size ? uint32_t(size) : 0;
   return tcclSuccess;
-  // <<< exercise 6.1
+  // <<< exercise 6.2
 }
 
 }  // namespace

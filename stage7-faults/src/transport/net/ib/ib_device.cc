@@ -84,7 +84,7 @@ int portSpeedMbps(const ibv_port_attr& a) {
 
 bool ibHcaSelected(const std::string& spec, const std::string& name, int port) {
   if (spec.empty()) return true;
-  // >>> exercise 6.2: TCCL_IB_HCA picks the ports
+  // >>> exercise 6.1: TCCL_IB_HCA picks the ports
   std::string list = spec;
   const bool exclude = list[0] == '^';
   if (exclude) list.erase(0, 1);
@@ -107,7 +107,7 @@ bool ibHcaSelected(const std::string& spec, const std::string& name, int port) {
     if (nameOk && (wantPort < 0 || wantPort == port)) listed = true;
   }
   return exclude ? !listed : listed;
-  // <<< exercise 6.2
+  // <<< exercise 6.1
 }
 
 namespace {
