@@ -1,16 +1,16 @@
 /** @file
- * nccl.h: NCCL's public API, as NCCL 2.18.3 declares it, served by tccl.
+ * nccl.h: NCCL's public API, as NCCL 2.19.4 declares it, served by tccl.
  *
  * What it is: the header half of the nccl.h shim (the library half is nccl_shim.cc, built as
- * libnccl.so.2). A program written for NCCL 2.18 -- nccl-tests first among them -- compiles
+ * libnccl.so.2). A program written for NCCL 2.19 -- nccl-tests first among them -- compiles
  * against this header unchanged, links -lnccl, and runs on tccl. Every type and constant has
  * the value NCCL gives it, so results, data types and reduction ops cross the shim unchanged.
  *
  * Invariants:
  *  - Only NCCL's names appear here; nothing of tccl.h leaks in (a program that includes this
- *    header sees NCCL 2.18, nothing more). The version claimed is 2.18.3, so programs take
- *    their 2.18 code paths (ncclCommInitRankConfig, ncclConfig_t, ncclAvg, premulsum), and
- *    skip the later ones (buffer registration, symmetric windows, device API).
+ *    header sees NCCL 2.19, nothing more). The version claimed is 2.19.4, so programs take
+ *    their 2.19 code paths (ncclCommInitRankConfig, ncclConfig_t, ncclAvg, premulsum,
+ *    ncclMemAlloc, ncclCommRegister), and skip the later ones (symmetric windows, device API).
  *  - Plain C: the header compiles as C11 and as C++, with or without CUDA's headers. When
  *    <cuda_runtime.h> exists it is included (with the fp16/bf16 headers, as NCCL's header
  *    does, so __CUDA_BF16_TYPES_EXIST__ is defined for programs that test it); otherwise
@@ -19,8 +19,8 @@
  *    the pnccl* symbol is the implementation and nccl* a weak alias, so a profiling library
  *    can define ncclAllReduce itself and call pncclAllReduce.
  *
- * Written for tccl from the documented NCCL 2.18 API, not copied from NVIDIA's header.
- * NCCL counterpart: src/nccl.h.in (generated as nccl.h), at v2.18.3-1.
+ * Written for tccl from the documented NCCL 2.19 API, not copied from NVIDIA's header.
+ * NCCL counterpart: src/nccl.h.in (generated as nccl.h), at v2.19.4-1.
  * Added in: stage 2.
  */
 #ifndef NCCL_H_
@@ -55,7 +55,7 @@ typedef struct CUstream_st* cudaStream_t;
 /// Encodes a version the way NCCL does since 2.9: major*10000 + minor*100 + patch.
 #define NCCL_VERSION(X, Y, Z) \
   (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
-/// 21803.
+/// 21904.
 #define NCCL_VERSION_CODE 21904
 /** @} */
 
@@ -100,7 +100,7 @@ typedef enum {
 /// Passed as `color` to ncclCommSplit: this rank joins no new communicator.
 #define NCCL_SPLIT_NOCOLOR -1
 
-/// Options for ncclCommInitRankConfig (the 2.18 layout). Start from NCCL_CONFIG_INITIALIZER.
+/// Options for ncclCommInitRankConfig (the 2.18/2.19 layout). Start from NCCL_CONFIG_INITIALIZER.
 typedef struct ncclConfig_v21700 {
   size_t size;                ///< sizeof(ncclConfig_t) of the program's header.
   unsigned int magic;         ///< 0xcafebeef: proves the initializer was used.

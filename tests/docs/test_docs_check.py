@@ -207,6 +207,45 @@ class ChapterTest(unittest.TestCase):
         self.assertIn("docs-check: 4 problems", out)
 
 
+class FigureTest(unittest.TestCase):
+    """A figure quoted in two places cannot disagree: every phrasing of a figure registered in
+    docs/figures.txt must give its value, in the docs and in the files its globs name; an entry
+    that no phrasing finds is stale."""
+
+    def setUp(self):
+        self.root = make_root("figures")
+        def write(rel, text):
+            path = os.path.join(self.root, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text)
+        write("docs/a.md", "# A\n\nThe shim speaks NCCL 2.19.4's API.\n")
+        write("docs/b.md", "# B\n\nIt is NCCL 2.18.3's API, says this page.\n")
+        write("src/nccl.h", "/* nccl.h: as NCCL 2.19.4 declares it */\n")
+        write("docs/figures.txt",
+              "# name, value, regex, globs\n"
+              "shim version\t2.19.4\tNCCL (\\d+\\.\\d+\\.\\d+)'s API\n"
+              "shim version\t2.19.4\tas NCCL (\\d+\\.\\d+\\.\\d+) declares it\tsrc/*.h\n"
+              "gone\t1\tnowhere (\\d) at all\n")
+        self.files = ["docs/a.md", "docs/b.md"]
+
+    def test_disagreement_and_stale_entry_fail(self):
+        rc, out = docs_check(self.root, "links", *self.files)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("docs/b.md:3: shim version is quoted as 2.18.3; docs/figures.txt gives "
+                      "2.19.4", out)
+        self.assertNotIn("docs/a.md:", out)
+        self.assertNotIn("src/nccl.h:", out)  # found by the glob, and it agrees
+        self.assertIn("docs/figures.txt:4: gone: no phrasing of it is found any more", out)
+        self.assertIn("docs-check: 2 problems", out)
+
+    def test_agreeing_quotes_pass(self):
+        with open(os.path.join(self.root, "docs", "figures.txt"), "w") as f:
+            f.write("shim version\t2.19.4\tNCCL (\\d+\\.\\d+\\.\\d+)'s API\n")
+        rc, out = docs_check(self.root, "links", "docs/a.md")
+        self.assertEqual(rc, 0, out)
+
+
 class StatusTest(unittest.TestCase):
     """The stale-status check: sample/docs/status.md holds hits and look-alikes that must pass;
     sample/docs/exercises/stage9.md says "planned" about a chapter, but is out of scope."""
