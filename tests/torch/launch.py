@@ -10,9 +10,12 @@ notes: `python3 -m torch.distributed.run --redirects 9:0 --tee 9:0` works, and o
 an example through it), and a test wants what torchrun does not give: one overall timeout that
 kills every rank, and "rank r exited with s" for each failed rank.
 
-Usage: launch.py [--np N] [--timeout S] [--expect-fail R,...] script.py [args...]
+Usage: launch.py [--np N] [--timeout S] [--expect-fail R,...] [--late-rank0 S]
+                 script.py [args...]
   --expect-fail: these ranks must exit non-zero (a rank that dies on purpose); every other
                  rank must exit 0.
+  --late-rank0:  start rank 0 S seconds after the others, as when its imports are slow on a
+                 loaded machine (the others must wait for its store: torch_testlib.init).
 Each rank also gets TCCL_TORCH_TEST_DIR, a scratch directory the launcher removes at the end.
 Exit: 0 when every rank did as expected; 1 otherwise; 124 when the timeout killed the job.
 Invariants: no rank outlives the launcher (a process group per launch, killed on exit).
@@ -47,6 +50,7 @@ def main():
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--expect-fail", default="")
+    ap.add_argument("--late-rank0", type=float, default=0.0)
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args()
@@ -61,15 +65,17 @@ def main():
 
 
 def run(a, expect_fail, port, scratch):
-    procs, pumps = [], []
-    for rank in range(a.np):
+    procs, pumps = [None] * a.np, []
+    for rank in list(range(1, a.np)) + [0]:  # rank 0 last, after --late-rank0 seconds
+        if rank == 0 and a.late_rank0 > 0:
+            time.sleep(a.late_rank0)
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                    LOCAL_RANK=str(rank), WORLD_SIZE=str(a.np), LOCAL_WORLD_SIZE=str(a.np),
                    TCCL_TORCH_TEST_DIR=scratch, PYTHONDONTWRITEBYTECODE="1")
         p = subprocess.Popen([sys.executable, a.script, *a.args], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
-        procs.append(p)
+        procs[rank] = p
         t = threading.Thread(target=pump, args=(rank, p.stdout), daemon=True)
         t.start()
         pumps.append(t)

@@ -22,6 +22,10 @@ import torch.distributed as dist
 
 import tccl_torch  # noqa: F401  (registers the "tccl" backend)
 
+# How long a rank waits for the others to join the job's store (env:// init): every rank's
+# start, python and torch imports included, fits in it with room to spare.
+JOIN_TIMEOUT_S = 120.0
+
 FLOAT_TYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 INT_TYPES = [torch.int8, torch.uint8, torch.int32, torch.int64]
 
@@ -42,7 +46,17 @@ def init(args, backend="tccl"):
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
     kw = dict(backend=backend, timeout=datetime.timedelta(seconds=args.timeout))
     if args.init == "env":
-        kw["init_method"] = "env://"
+        # The job's store, made here so that joining it has a timeout of its own: given to
+        # env://, the process group's timeout would also bound each rank's wait for rank 0's
+        # store to exist. The interleaving that breaks: rank 1 starts connecting while rank 0
+        # is still importing torch (seconds on a loaded 2-core machine); with test_errors'
+        # 2-s timeout rank 1 gives up ("The client socket has timed out") before the store
+        # exists, and rank 0 then waits for rank 1 until the launcher kills the job.
+        # Operations keep the process group's timeout.
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), size,
+                              rank == 0, timeout=datetime.timedelta(seconds=max(args.timeout,
+                                                                                JOIN_TIMEOUT_S)))
+        kw.update(store=store, rank=rank, world_size=size)
     elif args.init == "tcp":
         kw.update(init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
                   rank=rank, world_size=size)

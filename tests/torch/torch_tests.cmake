@@ -82,8 +82,10 @@ tccl_torch_test(NAME torch_collectives_file NP 2 SCRIPT test_collectives.py
                 ARGS --init file --quick)
 tccl_torch_test(NAME torch_errors_rank_dies NP 3 SCRIPT test_errors.py
                 ARGS --case rank-dies LAUNCH --expect-fail 2)
+# Rank 0 starts 3 s late, past the 2-s timeout: joining the job must not be bound by the
+# process group's timeout (torch_testlib.init says why).
 tccl_torch_test(NAME torch_errors_timeout NP 2 SCRIPT test_errors.py
-                ARGS --case timeout --timeout 2)
+                ARGS --case timeout --timeout 2 LAUNCH --late-rank0 3)
 
 # The examples, through torch.distributed.run as a user runs them. Debian 12's torch 1.13
 # needs --redirects/--tee to start at all (design notes); later torch accepts them too.
