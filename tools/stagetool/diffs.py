@@ -102,25 +102,31 @@ def diff_targets():
     return [(cs[i - 1], cs[i]) for i in range(1, len(cs))]
 
 
-def cmd_gen_diffs(args):
-    out_dir = ROOT / DIFFS_DIR
-    wanted = {}
-    for prev, stage in diff_targets():
-        wanted[f"stage{stage.num}.diff"] = chapter_diff(prev, stage)
+def write_generated(out_dir, wanted, suffix):
+    """Writes {file name: bytes} into out_dir, touching only files whose bytes change, and
+    removes the files ending in `suffix` that are not wanted (a chapter without code).
+    Returns how many files are wanted. Shared by gen-diffs and gen-guides."""
     if wanted:
         out_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in wanted.items():
+    for name, data in wanted.items():
         path = out_dir / name
-        if read_bytes(path) == text.encode("utf-8", errors="surrogateescape"):
+        if read_bytes(path) == data:
             print(f"unchanged {path.relative_to(ROOT)}")
         else:
-            path.write_bytes(text.encode("utf-8", errors="surrogateescape"))
+            path.write_bytes(data)
             print(f"wrote     {path.relative_to(ROOT)}")
     if out_dir.is_dir():
-        for p in sorted(out_dir.glob("*.diff")):
+        for p in sorted(out_dir.glob("*" + suffix)):
             if p.name not in wanted:
                 p.unlink()
                 print(f"removed   {p.relative_to(ROOT)} (no such chapter with code)")
-    if not wanted:
+    return len(wanted)
+
+
+def cmd_gen_diffs(args):
+    wanted = {f"stage{stage.num}.diff":
+              chapter_diff(prev, stage).encode("utf-8", errors="surrogateescape")
+              for prev, stage in diff_targets()}
+    if not write_generated(ROOT / DIFFS_DIR, wanted, ".diff"):
         print("no stage from 2 on has code yet: no chapter diffs to write")
     return 0

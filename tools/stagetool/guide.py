@@ -32,7 +32,7 @@ import fnmatch
 import re
 
 from .chain import ROOT, code_stages, read_bytes, resolve_stage, stage_files
-from .diffs import diff_targets, file_sets
+from .diffs import diff_targets, file_sets, write_generated
 from . import guide_tests as gt
 
 GUIDES_DIR = "docs/chapters/guided"
@@ -396,20 +396,6 @@ def cmd_guide(args):
 
 
 def cmd_gen_guides(args):
-    out_dir = ROOT / GUIDES_DIR
-    wanted = guide_targets()
-    if wanted:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    for name, stage in wanted.items():
-        path, text = out_dir / name, guide_text(stage).encode("utf-8")
-        if read_bytes(path) == text:
-            print(f"unchanged {path.relative_to(ROOT)}")
-        else:
-            path.write_bytes(text)
-            print(f"wrote     {path.relative_to(ROOT)}")
-    if out_dir.is_dir():
-        for p in sorted(out_dir.glob("*.md")):
-            if p.name not in wanted:
-                p.unlink()
-                print(f"removed   {p.relative_to(ROOT)} (no such chapter with code)")
+    wanted = {name: guide_text(stage).encode("utf-8") for name, stage in guide_targets().items()}
+    write_generated(ROOT / GUIDES_DIR, wanted, ".md")
     return 0
