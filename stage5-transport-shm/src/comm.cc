@@ -169,11 +169,12 @@ static tcclResult_t commInit(tcclComm* comm, const void* id) {
   comm->oversubscribed = local > int(sysconf(_SC_NPROCESSORS_ONLN));
   // Stage 5: whether this rank's kernels reach every peer over a transport with LL slots;
   // the communicator has LL only where every rank's kernels do (tuningCheckPeers).
-  bool llReach = true;
+  bool llReach = true, ll128Reach = true;
   for (int r = 0; r < comm->nranks; r++) {
     if (r != comm->rank && !kernelsHaveLL(*comm, r)) llReach = false;
+    if (r != comm->rank && !kernelsHaveLL128(*comm, r)) ll128Reach = false;
   }
-  TCCL_CHECK(tuningCheckPeers(comm, llReach));  // stage 3: every rank chooses algorithms alike
+  TCCL_CHECK(tuningCheckPeers(comm, llReach, ll128Reach ? computeCapability(comm->cudaDev) : 0));  // stage 3: every rank chooses algorithms alike
   // Step 3: failure state, in memory a kernel can read when we have a GPU.
   const bool mapped = comm->cudaDev >= 0;
   void* flag = nullptr;

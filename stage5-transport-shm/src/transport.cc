@@ -81,6 +81,15 @@ bool kernelsHaveLL(const CommContext& comm, int peer) {
   return false;
 }
 
+bool kernelsHaveLL128(const CommContext& comm, int peer) {
+  for (Transport* t : kTransports) {
+    if (t->canConnect(comm, comm.peers[peer], /*forDevice=*/true)) {
+      return t->hasLL128(comm, comm.peers[peer]);
+    }
+  }
+  return false;
+}
+
 tcclResult_t allocConnectorFifo(CommContext& comm, Connector& c) {
   const uint64_t stepBytes = uint64_t(tcclParamBuffSize()) / kNSteps;
   // One allocation: counters, the ConnInfo, then the slots on a page boundary (so 16-byte
@@ -124,16 +133,21 @@ size_t llOffset(uint64_t stepBytes) {
 }
 }  // namespace
 
-size_t fifoBlockBytes(uint64_t stepBytes, bool withLL) {
-  return withLL ? llOffset(stepBytes) + kLLBuffBytes : kFifoHeaderBytes + kNSteps * stepBytes;
+size_t fifoBlockBytes(uint64_t stepBytes, bool withLL, bool withLL128) {
+  if (!withLL) return kFifoHeaderBytes + kNSteps * stepBytes;
+  return llOffset(stepBytes) + kLLBuffBytes + (withLL128 ? kLL128BuffBytes : 0);
 }
 
-void attachFifo(Connector& c, char* base) {
+void attachFifo(Connector& c, char* base, bool withLL128) {
   c.conn->fifo = reinterpret_cast<ConnFifo*>(base);
   c.conn->buff = base + kFifoHeaderBytes;
   // Stage 5: kernels' connectors carry LL slots too (the block was made for them: the same
   // forDevice on both sides). Zeroed with the block, so no line is valid before it is written.
   c.conn->llBuff = c.forDevice ? base + llOffset(c.conn->stepBytes) : nullptr;
+  // LL128's slots follow LL's (a multiple of 16 bytes from a page boundary: 128-byte lines
+  // stay aligned), where the transport made them (P2P).
+  static_assert(kLLBuffBytes % 128 == 0, "LL128 lines must start 128-byte aligned");
+  c.conn->ll128Buff = c.forDevice && withLL128 ? c.conn->llBuff + kLLBuffBytes : nullptr;
 }
 
 void freeConnectorFifo(Connector& c) {

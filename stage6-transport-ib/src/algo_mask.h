@@ -31,8 +31,8 @@ constexpr int idx(Algo a) { return static_cast<int>(a); }  // an algorithm as an
 constexpr int kNumCollFuncs = 5;  // AllReduce, AllGather, ReduceScatter, Broadcast, Reduce
 
 /// Stage 5: the protocols (device/work.h), listed in idx order as kAlgos lists the algorithms.
-constexpr int kNumProtos = 2;
-constexpr WorkProto kProtos[kNumProtos] = {WorkProto::kSimple, WorkProto::kLL};
+constexpr int kNumProtos = 3;
+constexpr WorkProto kProtos[kNumProtos] = {WorkProto::kSimple, WorkProto::kLL, WorkProto::kLL128};
 constexpr int idx(WorkProto p) { return static_cast<int>(p); }  // a protocol as an array index
 
 /// Which algorithms each collective may use: allowed[coll][algo], coll = collIndex(func).

@@ -77,6 +77,7 @@ struct CommContext {
   // this rank's GPU holds at once (executor_gpu.cu; 0: not measured yet).
   ProtoMask protoMask;
   bool llAvailable = false;
+  bool ll128Available = false;  // and LL128: NVLink to every peer, one GPU architecture
   int ranksPerGpu = 1;
   int residentBlocks = 0;
 

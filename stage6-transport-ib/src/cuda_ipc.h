@@ -55,6 +55,11 @@ void ipcClose(void* ptr);
 /// `peerBusId` (the same device, or peer access over NVLink or PCIe). Enables the access.
 bool canAccessPeer(int dev, const char* peerBusId);
 
+/// True when the device with PCI bus id `peerBusId` is another GPU that device `dev` reaches
+/// over NVLink. CUDA names no link type; native atomics between two GPUs are NVLink's (PCIe
+/// peers lack them), which is the test used here.
+bool nvlinkPeer(int dev, const char* peerBusId);
+
 }  // namespace tccl
 
 #endif  // TCCL_CUDA_IPC_H_

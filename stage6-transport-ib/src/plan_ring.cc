@@ -51,6 +51,9 @@ constexpr size_t kMinChannelBytes = 256 << 10;  // host: less costs more than a 
 // measured the same within the noise, 16 KiB and 2 KiB nowhere better.
 constexpr size_t kDeviceMinChannelBytes = 32 << 10;
 constexpr size_t kLLMinChannelBytes = 4 << 10;
+// LL128: NCCL's per-thread threshold is between LL's and Simple's; so is this, unmeasured
+// beyond the sizes chapter 5's LL128 table shows.
+constexpr size_t kLL128MinChannelBytes = 16 << 10;
 constexpr int kDeviceChannels = 32;  // device buffers: NCCL's most on NVLink H100s
 // Device buffers: every block of a launch must be resident at once, on every rank sharing the
 // GPU (tests run several ranks on one GPU), and each block fills an SM (512 threads).
@@ -60,6 +63,7 @@ constexpr int kDeviceBlockBudget = 64;
 /// The bytes a channel must have at least, for a collective on `onDevice` buffers by `proto`.
 size_t leastChannelBytes(bool onDevice, WorkProto proto) {
   if (proto == WorkProto::kLL) return kLLMinChannelBytes;  // LL runs in kernels only
+  if (proto == WorkProto::kLL128) return kLL128MinChannelBytes;  // and so does LL128
   return onDevice ? kDeviceMinChannelBytes : kMinChannelBytes;
 }
 
@@ -112,6 +116,7 @@ tcclResult_t makeCollElem(const CollTask& t, bool onDevice, WorkElem* out) {
   // are small, so a chunk of several would only delay the next rank's start.
   e.proto = t.proto;
   if (t.proto == WorkProto::kLL) e.chunkBytes = int32_t(kLLStepBytes);
+  if (t.proto == WorkProto::kLL128) e.chunkBytes = int32_t(kLL128StepBytes);  // likewise
   *out = e;
   return tcclSuccess;
 }

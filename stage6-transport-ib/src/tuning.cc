@@ -90,8 +90,17 @@ constexpr AlgoCost kCost[2][kNumAlgos] = {
 // measured 6% slower).
 constexpr AlgoCost kCostLL[kNumAlgos] = {{7.4, 2.1, 124.1}, {0.0, 0.0, 0.0}, {7.4, 3.1, 4.9}};
 
+// Stage 5: LL128's constants (device/prims_ll128.h), the ring only (NVLink between GPUs of one
+// architecture: comm->ll128Available). Measured 2026-11-29 on 2 H200 (NVLink), one rank per
+// GPU, tccl_perf all-reduce with ring and LL128 forced, 32 B to 32 MiB (chapter 5, "The LL128
+// protocol"): with one rank count base and hop cannot be told apart, so base is LL's and the
+// hop comes from the 128-512 KiB plateau (19 us), the bandwidth from 8 to 32 MiB. The row
+// is slower than LL below about 2.6 MB and than Simple above it, so the model does not
+// choose LL128 on its own yet; TCCL_PROTO=LL128 runs it.
+constexpr AlgoCost kCostLL128[kNumAlgos] = {{7.4, 5.0, 172.6}, {0.0, 0.0, 0.0}, {0.0, 0.0, 0.0}};
+
 const char* const kAlgoNames[kNumAlgos] = {"ring", "tree", "recdoubling"};
-const char* const kProtoNames[kNumProtos] = {"simple", "ll"};
+const char* const kProtoNames[kNumProtos] = {"simple", "ll", "ll128"};
 // NCCL's algorithms that tccl does not have: accepted in TCCL_ALGO / NCCL_ALGO (a list written
 // for NCCL keeps working) and never chosen.
 const char* const kForeignAlgos[] = {"collnetdirect", "collnetchain", "collnet", "nvls",
@@ -149,11 +158,11 @@ int lookupProto(const std::string& name) {
   for (int p = 0; p < kNumProtos; p++) {
     if (strcasecmp(name.c_str(), kProtoNames[p]) == 0) return p;
   }
-  return strcasecmp(name.c_str(), "ll128") == 0 ? kForeign : -1;  // NCCL's, on some GPUs
+  return -1;
 }
 
 const ListKind kAlgoList{"algorithm", "ring, tree, recdoubling", kNumAlgos, lookupAlgo};
-const ListKind kProtoList{"protocol", "simple, ll", kNumProtos, lookupProto};
+const ListKind kProtoList{"protocol", "simple, ll, ll128", kNumProtos, lookupProto};
 
 /// One list ("ring,tree" or "^tree") applied to one collective's row.
 tcclResult_t applyList(const ListKind& kind, const std::string& list, bool* row,
@@ -253,7 +262,8 @@ const char* protoName(WorkProto proto) {
 
 bool protoSupports(Algo algo, WorkProto proto, bool llAvailable) {
   return proto == WorkProto::kSimple ||
-         (proto == WorkProto::kLL && llAvailable && kCostLL[idx(algo)].gbps > 0);
+         (proto == WorkProto::kLL && llAvailable && kCostLL[idx(algo)].gbps > 0) ||
+         (proto == WorkProto::kLL128 && llAvailable && kCostLL128[idx(algo)].gbps > 0);
 }
 
 bool algoSupports(WorkFunc f, Algo algo, int nranks) {
@@ -275,7 +285,9 @@ double predictTimeUs(WorkFunc f, Algo algo, int n, size_t bytes, bool onDevice) 
 
 double predictTimeUs(WorkFunc f, Algo algo, WorkProto proto, int n, size_t bytes, bool onDevice) {
   const int a = idx(algo);
-  const AlgoCost& k = proto == WorkProto::kLL ? kCostLL[a] : kCost[onDevice ? 1 : 0][a];
+  const AlgoCost& k = proto == WorkProto::kLL      ? kCostLL[a]
+                      : proto == WorkProto::kLL128 ? kCostLL128[a]
+                                                   : kCost[onDevice ? 1 : 0][a];
   double hops = 0, wire = 0;
   int depth = 0;  // of NCCL's binary tree: ceil(log2 n) (trees.h)
   while ((1 << depth) < n) depth++;
@@ -330,8 +342,8 @@ int chooseAlgorithm(const AlgoMask& mask, const ProtoMask& protos, WorkFunc f, i
       if (!allowedProto[idx(p)] || !protoSupports(a, p, llAvailable && onDevice)) continue;
       const double t = predictTimeUs(f, a, p, nranks, bytes, onDevice);
       if (why != nullptr && len >= 0 && size_t(len) < whyBytes) {
-        len += snprintf(why + len, whyBytes - size_t(len), " %s%s %.1f us", kAlgoNames[idx(a)],
-                        p == WorkProto::kLL ? "/ll" : "", t);
+        len += snprintf(why + len, whyBytes - size_t(len), " %s%s%s %.1f us", kAlgoNames[idx(a)],
+                        p == WorkProto::kSimple ? "" : "/", p == WorkProto::kSimple ? "" : kProtoNames[idx(p)], t);
       }
       if (t < best) best = t, algo = idx(a), *proto = p;
     }
@@ -342,7 +354,7 @@ int chooseAlgorithm(const AlgoMask& mask, const ProtoMask& protos, WorkFunc f, i
   // <<< exercise 5.1
 }
 
-tcclResult_t tuningCheckPeers(CommContext* comm, bool llReach) {
+tcclResult_t tuningCheckPeers(CommContext* comm, bool llReach, int ll128Arch) {
   // Every rank must choose the same algorithm for the same call, or their items would wait
   // for each other forever: TCCL_ALGO must agree, and the model's row (host or device) comes
   // from what all ranks have, not from this rank's buffers.
@@ -351,6 +363,7 @@ tcclResult_t tuningCheckPeers(CommContext* comm, bool llReach) {
     ProtoMask protos;  // stage 5
     int32_t hasGpu;
     int32_t llReach;   // stage 5: kernels reach every peer over a transport with LL slots
+    int32_t ll128Arch;  // stage 5: ... over NVLink: the GPU's compute capability, else 0
   };
   std::vector<Info> all(size_t(comm->nranks));
   Info& me = all[size_t(comm->rank)];
@@ -359,9 +372,11 @@ tcclResult_t tuningCheckPeers(CommContext* comm, bool llReach) {
   me.protos = comm->protoMask;
   me.hasGpu = comm->cudaDev >= 0;
   me.llReach = llReach;
+  me.ll128Arch = ll128Arch;
   TCCL_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Info)));
   comm->tuneDevice = true;
   comm->llAvailable = true;
+  comm->ll128Available = true;
   for (int r = 0; r < comm->nranks; r++) {
     if (memcmp(&all[size_t(r)].mask, &me.mask, sizeof(AlgoMask)) != 0) {
       TCCL_WARN("TCCL_ALGO differs between rank %d and rank %d: every rank must allow the same "
@@ -375,10 +390,18 @@ tcclResult_t tuningCheckPeers(CommContext* comm, bool llReach) {
     }
     comm->tuneDevice = comm->tuneDevice && all[size_t(r)].hasGpu != 0;
     comm->llAvailable = comm->llAvailable && all[size_t(r)].llReach != 0;
+    // LL128 trusts a 128-byte line to land at once: NVLink between GPUs of one architecture
+    // (Volta or later), as NCCL requires (its tuning.cc); anything else could tear a line.
+    comm->ll128Available = comm->ll128Available && all[size_t(r)].ll128Arch == me.ll128Arch &&
+                           me.ll128Arch >= 70;
   }
   comm->llAvailable = comm->llAvailable && comm->tuneDevice;
+  comm->ll128Available = comm->ll128Available && comm->llAvailable && comm->nranks > 1;
   TCCL_INFO(kTuning, "LL protocol %s", comm->llAvailable ? "available (kernels reach every peer "
             "over P2P or SHM)" : "not available (host buffers only, or a peer over the network)");
+  TCCL_INFO(kTuning, "LL128 protocol %s", comm->ll128Available ? "available (NVLink to every peer, "
+            "one GPU architecture)" : "not available (a peer not over NVLink, on this GPU, or of "
+            "another architecture)");
   return tcclSuccess;
 }
 
@@ -396,17 +419,23 @@ tcclResult_t selectAlgorithm(CommContext* comm, WorkFunc f, size_t bytes, bool o
     for (auto& row : m.allowed) row[idx(WorkProto::kSimple)] = row[idx(WorkProto::kLL)] = true;
     return m;
   }();
+  // LL128 only where every link carries its lines whole (tuningCheckPeers).
+  ProtoMask protos = bytes == 0 ? kEveryProto : comm->protoMask;
+  if (!comm->ll128Available) {
+    for (auto& row : protos.allowed) row[idx(WorkProto::kLL128)] = false;
+  }
   const int chosen =
-      chooseAlgorithm(comm->algoMask, bytes == 0 ? kEveryProto : comm->protoMask, f, comm->nranks,
+      chooseAlgorithm(comm->algoMask, protos, f, comm->nranks,
                       bytes, tuneDevice, comm->llAvailable && onDevice, proto,
                       logging ? line : nullptr, sizeof(line));
   if (chosen < 0) {
     const std::string protos = getEnvString("TCCL_PROTO");
     if (!protos.empty()) {
-      // Stage 5: TCCL_PROTO may leave only LL, which this call cannot use.
+      // Stage 5: TCCL_PROTO may leave only LL or LL128, which this call cannot use.
       TCCL_WARN("%s: TCCL_ALGO=%s TCCL_PROTO=%s leave no algorithm and protocol for it (LL runs "
                 "only on device buffers, in kernels over P2P or SHM, with ring or recdoubling; "
-                "everything runs Simple)", kCollTitles[collIndex(f)],
+                "LL128 only on device buffers over NVLink between GPUs of one architecture, with "
+                "ring; everything runs Simple)", kCollTitles[collIndex(f)],
                 getEnvString("TCCL_ALGO").c_str(), protos.c_str());
       return tcclInvalidUsage;
     }

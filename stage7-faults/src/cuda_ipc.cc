@@ -122,6 +122,21 @@ bool canAccessPeer(int dev, const char* peerBusId) {
   return true;
 }
 
+bool nvlinkPeer(int dev, const char* peerBusId) {
+  int peer = -1;
+  if (dev < 0 || cudaDeviceGetByPCIBusId(&peer, peerBusId) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  int atomics = 0;
+  if (peer == dev ||
+      cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, dev, peer) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return atomics != 0;
+}
+
 #else  // no CUDA: no connector is ever for a device, so none of these is reached
 
 static tcclResult_t noCuda(const char* what) {
@@ -146,6 +161,7 @@ tcclResult_t ipcOpen(const IpcHandle&, void** ptr) {
 }
 void ipcClose(void*) {}
 bool canAccessPeer(int, const char*) { return false; }
+bool nvlinkPeer(int, const char*) { return false; }
 
 #endif
 

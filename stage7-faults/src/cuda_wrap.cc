@@ -58,6 +58,20 @@ int cudaDeviceCount() {
 #endif
 }
 
+int computeCapability(int dev) {
+  int major = 0, minor = 0;
+#if TCCL_HAVE_CUDA
+  if (dev < 0 || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+#else
+  (void)dev;
+#endif
+  return major * 10 + minor;
+}
+
 tcclResult_t setCudaDevice(int dev) {
 #if TCCL_HAVE_CUDA
   if (dev >= 0) TCCL_CUDA_CHECK(cudaSetDevice(dev));

@@ -27,6 +27,8 @@ bool builtWithCuda();
 int currentCudaDevice();
 /// Number of CUDA devices (0 without CUDA, a driver or a GPU).
 int cudaDeviceCount();
+/// Stage 5: a device's compute capability as major * 10 + minor (90: Hopper); 0 for -1.
+int computeCapability(int dev);
 /// Selects a device for this thread (no-op for -1).
 tcclResult_t setCudaDevice(int dev);
 /// PCI bus id of a device ("0000:3b:00.0"), "" for -1.

@@ -161,6 +161,9 @@ class Transport {
   /// Stage 5: its kernels' connectors carry LL slots (the kernels write and poll them; a
   /// network transport would need its proxy to, as NCCL's does).
   virtual bool hasLL() const { return false; }
+  /// Stage 5: whether its device connectors to `peer` carry LL128 slots whose 128-byte lines
+  /// arrive whole (P2P over NVLink: fifo.h).
+  virtual bool hasLL128(const CommContext&, const PeerInfo&) const { return false; }
   virtual TransportComm& send() = 0;
   virtual TransportComm& recv() = 0;
 };
@@ -179,6 +182,8 @@ tcclResult_t selectTransport(const CommContext& comm, int peer, bool forDevice, 
 /// Stage 5: whether the transport that selectTransport would pick for kernels' connectors to
 /// `peer` carries LL slots.
 bool kernelsHaveLL(const CommContext& comm, int peer);
+/// Stage 5: ... and LL128 slots (Transport::hasLL128).
+bool kernelsHaveLL128(const CommContext& comm, int peer);
 
 /// Allocates a connector's FIFO: counters, ConnInfo and kNSteps slots, in one block of host
 /// memory (pinned and mapped when the communicator has a GPU). Used by every transport's setup.
@@ -196,11 +201,11 @@ constexpr size_t kFifoHeaderBytes = 4096;
 /// allocConnectorFifo's: counters at `base`, kNSteps slots from base + kFifoHeaderBytes (and,
 /// for kernels, the LL slots after those).
 tcclResult_t allocConnInfo(Connector& c);
-void attachFifo(Connector& c, char* base);
+void attachFifo(Connector& c, char* base, bool withLL128 = false);
 
 /// Stage 5: the bytes of such a block -- header, Simple slots and, for a connector that serves
 /// kernels, the LL protocol's slots after them (fifo.h; attachFifo points llBuff there).
-size_t fifoBlockBytes(uint64_t stepBytes, bool withLL);
+size_t fifoBlockBytes(uint64_t stepBytes, bool withLL, bool withLL128 = false);
 
 /// The connectors one communicator must connect at this group end.
 struct PendingConnects {

@@ -24,9 +24,10 @@
  * since all ranks must run the same algorithm; a call for
  * which TCCL_ALGO leaves no algorithm fails with tcclInvalidUsage instead of falling back.
  *
- * Stage 5: each call also gets a protocol, Simple or LL (device/prims_ll.h), chosen by the same
- * model from a row of LL constants; TCCL_PROTO ("ll", "^ll", "allreduce:simple", ...) restricts
- * the protocols as TCCL_ALGO does the algorithms, and must agree on every rank too.
+ * Stage 5: each call also gets a protocol, Simple, LL (device/prims_ll.h) or LL128
+ * (device/prims_ll128.h, NVLink only), chosen by the same model from a row of constants per
+ * protocol; TCCL_PROTO ("ll", "^ll128", "allreduce:simple", ...) restricts the protocols as
+ * TCCL_ALGO does the algorithms, and must agree on every rank too.
  *
  * NCCL counterpart: src/graph/tuning.cc (ncclTopoTuneModel, ncclTopoGetAlgoTime, the NCCL_ALGO
  * and NCCL_PROTO parsers), src/enqueue.cc (topoGetAlgoInfo).
@@ -64,15 +65,14 @@ const char* algoName(Algo algo);
 /// The row of a collective in the masks (algo_mask.h): 0 for AllReduce ... 4 for Reduce.
 int collIndex(WorkFunc f);
 
-/// "simple", "ll".
+/// "simple", "ll", "ll128".
 const char* protoName(WorkProto proto);
 
 /// Parses a TCCL_ALGO value (empty: everything allowed). On error returns tcclInvalidArgument
 /// with the reason in *why.
 tcclResult_t parseAlgoList(const std::string& value, AlgoMask* out, std::string* why);
 
-/// Parses a TCCL_PROTO value, TCCL_ALGO's grammar with simple and ll (NCCL's ll128 is accepted
-/// and never chosen). Stage 5.
+/// Parses a TCCL_PROTO value, TCCL_ALGO's grammar with simple, ll and ll128. Stage 5.
 tcclResult_t parseProtoList(const std::string& value, ProtoMask* out, std::string* why);
 
 /// Reads TCCL_ALGO (and, stage 5, TCCL_PROTO) for a new communicator (comm->algoMask,
@@ -83,7 +83,7 @@ tcclResult_t tuningInit(CommContext* comm);
 bool algoSupports(WorkFunc f, Algo algo, int nranks);
 
 /// Stage 5: whether `algo` runs on `proto` (LL: ring and recursive doubling, in kernels,
-/// when llAvailable).
+/// when llAvailable; LL128: the ring, in kernels, when the caller allows it).
 bool protoSupports(Algo algo, WorkProto proto, bool llAvailable);
 
 /// The model's prediction, in microseconds (bytes: the call's total, as NCCL's nBytes: the
@@ -107,8 +107,11 @@ int chooseAlgorithm(const AlgoMask& mask, const ProtoMask& protos, WorkFunc f, i
 /// After the peers are known: checks that every rank has the same TCCL_ALGO (and TCCL_PROTO),
 /// and picks the model's row (device when every rank has a GPU, comm->tuneDevice); stage 5:
 /// LL is available when, moreover, every rank's kernels reach every peer over P2P or SHM
-/// (comm->llAvailable; llReach: this rank's do).
-tcclResult_t tuningCheckPeers(CommContext* comm, bool llReach);
+/// (comm->llAvailable; llReach: this rank's do), and LL128 when every rank's kernels reach
+/// every peer over P2P on NVLink and every GPU has one architecture, Volta or later
+/// (comm->ll128Available; ll128Arch: this rank's GPU's compute capability, major * 10 +
+/// minor, when its kernels reach every peer so, else 0).
+tcclResult_t tuningCheckPeers(CommContext* comm, bool llReach, int ll128Arch);
 
 /// Picks the algorithm and (stage 5) the protocol for one call, whose buffers are on the
 /// device or not (and logs the decision under TUNING).

@@ -10,9 +10,12 @@
 # are none, that script runs first. Prints the rows to paste into kCost, with the date and
 # this machine's name, and how well each fit explains the data. Files of the LL protocol
 # (<np>.ring.ll.median.txt, <np>.recdoubling.ll.median.txt: tools/gpu/stage5.sh tune) add
-# kCostLL's row (stage 5).
+# kCostLL's row (stage 5), and <np>.ring.ll128.median.txt kCostLL128's. LL128 runs only
+# with one rank per GPU over NVLink, so its data may hold a single rank count, where base and
+# hop cannot be told apart (every point has the same hops): base is then LL's, and the fit
+# finds hop and bandwidth.
 #
-# Added in: stage 3; the LL row in stage 5.
+# Added in: stage 3; the LL and LL128 rows in stage 5.
 set -euo pipefail
 
 build=${1:-build}
@@ -57,7 +60,8 @@ rows = {}
 # Stage 5: files named <np>.<algo>.ll.median.txt hold the LL protocol's times (the GPU's
 # tools/gpu/stage5.sh tune writes them); they fit kCostLL's row with the same model.
 algos = ["ring", "tree", "recdoubling"]
-algos += [a for a in ("ring.ll", "recdoubling.ll") if glob.glob(f"{data}/*.{a}.median.txt")]
+algos += [a for a in ("ring.ll", "recdoubling.ll", "ring.ll128")
+          if glob.glob(f"{data}/*.{a}.median.txt")]
 for algo in algos:
     pts = []
     for path in glob.glob(f"{data}/*.{algo}.median.txt"):
@@ -80,7 +84,15 @@ for algo in algos:
             atb[i] += w * x[i] * t
             for j in range(3):
                 ata[i][j] += w * x[i] * x[j]
-    base, hop, inv_bw = solve3(ata, atb)
+    if len({n for n, _, _ in pts}) > 1 or algo not in ("ring.ll128",) or "ring.ll" not in rows:
+        base, hop, inv_bw = solve3(ata, atb)
+    else:  # one rank count: base from LL, then (hop, 1/bw) from the 2x2 normal equations
+        base = rows["ring.ll"][0]
+        a2 = [[ata[1][1], ata[1][2]], [ata[2][1], ata[2][2]]]
+        b2 = [atb[1] - base * ata[1][0], atb[2] - base * ata[2][0]]
+        det = a2[0][0] * a2[1][1] - a2[0][1] * a2[1][0]
+        hop = (b2[0] * a2[1][1] - a2[0][1] * b2[1]) / det
+        inv_bw = (a2[0][0] * b2[1] - a2[1][0] * b2[0]) / det
     base, hop = max(base, 0.0), max(hop, 0.1)
     gbps = 1.0 / (inv_bw * 1e3) if inv_bw > 0 else 100.0
     m = lambda n: model(algo.split(".")[0], n)
@@ -99,6 +111,8 @@ print("    {" + ", ".join(fmt(rows[a]) for a in ("ring", "tree", "recdoubling"))
 if "ring.ll" in rows:  # kCostLL: the trees have no LL (gbps 0)
     print("kCostLL = {" + ", ".join(fmt(rows[a]) if a in rows else "{0.0, 0.0, 0.0}"
                                     for a in ("ring.ll", "tree.ll", "recdoubling.ll")) + "};")
+if "ring.ll128" in rows:  # kCostLL128: the ring only
+    print("kCostLL128 = {" + fmt(rows["ring.ll128"]) + ", {0.0, 0.0, 0.0}, {0.0, 0.0, 0.0}};")
 for algo, (b, h, g, e) in rows.items():
     print(f"//   {algo:12} base {b:6.1f} us  hop {h:6.1f} us  bw {g:7.3f} GB/s  "
           f"median error {100 * e:.0f}%")

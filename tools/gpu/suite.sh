@@ -9,7 +9,7 @@
 # never committed), then runs, as NCCL runs, one rank per GPU (np = the GPU count):
 #   test     the device tests (ring sweep, P2P patterns, large P2P, CUDA graphs, ring group)
 #            on device buffers as planned; the ring sweep (every collective, type, op, count,
-#            in and out of place) again with each protocol (TCCL_PROTO=Simple, LL), each
+#            in and out of place) again with each protocol (TCCL_PROTO=Simple, LL, LL128), each
 #            transport (SHM: TCCL_P2P_DISABLE=1; the network: and TCCL_SHM_DISABLE=1) and each
 #            algorithm (TCCL_ALGO=tree, recdoubling) forced, the P2P patterns over each
 #            transport; one line per run in tests.txt: PASS or FAIL, the variant, the program;
@@ -26,7 +26,7 @@
 #            algorithm and protocol forced, 8 B to 16 MiB, at np ranks one per GPU and at np+1
 #            and 2 np sharing the GPUs under MPS (tune/<np>.<variant>.median.txt, and the
 #            model's own choice, tune/<np>.auto.txt), fitted by tools/bench/tune.sh
-#            (tune/fit.txt: the rows to paste into kCost and kCostLL);
+#            (tune/fit.txt: the rows to paste into kCost, kCostLL and kCostLL128);
 #   torch    tools/gpu/torch.sh's build and test for the latest stage (torch.txt), and the DDP
 #            step at np against NCCL, widths 128, 2048 and 8192 (ddp.txt).
 # What results.py reads: machine.txt, tests.txt, mps-tests.txt, check/summary.txt,
@@ -103,6 +103,7 @@ if want test; then
   # (a forced algorithm runs the collectives it implements, as tests/tree's sweeps do).
   RUNS=("planned: ring_sweep p2p_patterns p2p_large cuda_graph ring_group"
         "Simple:TCCL_PROTO=Simple ring_sweep" "LL:TCCL_PROTO=LL ring_sweep"
+        "LL128:TCCL_PROTO=LL128 ring_sweep"
         "SHM:TCCL_P2P_DISABLE=1 ring_sweep p2p_patterns"
         "net:TCCL_P2P_DISABLE=1,TCCL_SHM_DISABLE=1 ring_sweep p2p_patterns"
         "tree:TCCL_ALGO=tree ring_sweep@*allreduce*:*broadcast*:*/reduce_*"
@@ -217,9 +218,12 @@ if want tune && ((NGPU >= 2)); then
   mkdir -p "$d"
   for np in "$NGPU" $((NGPU + 1)) $((2 * NGPU)); do
     ((np > NGPU)) && mps on
-    for v in ring tree recdoubling ring.ll recdoubling.ll auto; do
+    # (LL128 needs a GPU per rank: at np = NGPU only.)
+    vs=(ring tree recdoubling ring.ll recdoubling.ll auto)
+    ((np == NGPU)) && vs+=(ring.ll128)
+    for v in "${vs[@]}"; do
       proto=simple algo=${v%%.*}
-      [[ $v != *.ll ]] || proto=ll
+      [[ $v != *.ll* ]] || proto=${v#*.}
       [[ $v != auto ]] || proto= algo=
       f=$d/$np.$v.median.txt
       [[ $v != auto ]] || f=$d/$np.auto.txt  # (not a fit input)

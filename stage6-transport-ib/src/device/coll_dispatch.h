@@ -11,8 +11,9 @@
  * every rank alike.
  *
  * Stage 5: on the GPU, the ring and recursive-doubling collectives also come in the LL
- * protocol's flavour (device/prims_ll.h), picked by the elem's proto; the host executor has
- * Simple only (Backend::kHasLL), so it never instantiates LL code.
+ * protocol's flavour (device/prims_ll.h), and the ring ones in LL128's (device/prims_ll128.h),
+ * picked by the elem's proto; the host executor has Simple only (Backend::kHasLL), so it never
+ * instantiates either.
  *
  * NCCL counterpart: src/device/generate.py and the ncclDevFuncTable (one function per
  * collective x op x type x algorithm x protocol).
@@ -27,6 +28,7 @@
 
 #include "device/float16.h"
 #include "device/prims_ll.h"
+#include "device/prims_ll128.h"
 #include "device/rec_doubling.h"
 #include "device/reduce_op.h"
 #include "device/ring.h"
@@ -88,6 +90,9 @@ TCCL_HOST_DEVICE TCCL_NOINLINE WorkStatus runReducing(Backend& be, const WorkBat
   }
   if constexpr (Backend::kHasLL) {
     if (e.proto == WorkProto::kLL) return runRingReducing<PrimitivesLL>(be, e, it, s, in, out, fn);
+    if (e.proto == WorkProto::kLL128) {
+      return runRingReducing<PrimitivesLL128>(be, e, it, s, in, out, fn);
+    }
   }
   return runRingReducing<Primitives>(be, e, it, s, in, out, fn);
 }
@@ -116,6 +121,18 @@ TCCL_HOST_DEVICE WorkStatus runReducingType(Backend& be, const WorkBatch& b, con
   return WorkStatus::kBadOp;
 }
 
+/// Broadcast and all-gather on the ring, on one protocol's primitives (stage 5: LL or LL128).
+template <template <typename, typename, class> class Prims, class Backend>
+TCCL_HOST_DEVICE WorkStatus runRingCopying(Backend& be, const WorkElem& e, const WorkItem& it,
+                                           const RingSlice& s, size_t bytes, const uint8_t* in,
+                                           uint8_t* out) {
+  using Fn = FuncCopy<uint8_t>;
+  if (e.func == WorkFunc::kBroadcast) {
+    return ringBroadcast<uint8_t, Fn, Backend, Prims>(be, it, s, e.root, in, out, Fn());
+  }
+  return ringAllGather<uint8_t, Fn, Backend, Prims>(be, it, s, bytes, in, out, Fn());
+}
+
 /// Broadcast and all-gather: bytes, whatever the element type.
 template <class Backend>
 TCCL_HOST_DEVICE TCCL_NOINLINE WorkStatus runCopying(Backend& be, const WorkBatch& b,
@@ -135,12 +152,9 @@ TCCL_HOST_DEVICE TCCL_NOINLINE WorkStatus runCopying(Backend& be, const WorkBatc
   }
   if (it.kind != WorkKind::kRing) return treeDown<Bytes>(be, b, it, s, in, out, copy);  // stage 3
   if constexpr (Backend::kHasLL) {  // stage 5
-    if (e.proto == WorkProto::kLL) {
-      using Fn = FuncCopy<Bytes>;
-      if (e.func == WorkFunc::kBroadcast) {
-        return ringBroadcast<Bytes, Fn, Backend, PrimitivesLL>(be, it, s, e.root, in, out, copy);
-      }
-      return ringAllGather<Bytes, Fn, Backend, PrimitivesLL>(be, it, s, bytes, in, out, copy);
+    if (e.proto == WorkProto::kLL) return runRingCopying<PrimitivesLL>(be, e, it, s, bytes, in, out);
+    if (e.proto == WorkProto::kLL128) {
+      return runRingCopying<PrimitivesLL128>(be, e, it, s, bytes, in, out);
     }
   }
   if (e.func == WorkFunc::kBroadcast) return ringBroadcast<Bytes>(be, it, s, e.root, in, out, copy);

@@ -169,6 +169,30 @@ struct DeviceBackend {
     return why != 0 ? static_cast<WorkStatus>(why) : WorkStatus::kAborted;
   }
 
+  /// LL128's poll (device/prims_ll128.h): whether a thread polling lines of `fifo` goes on.
+  /// The stop word at every poll; the abort flag and `closed` every kSpinsPerCheck polls (a
+  /// read across the bus each), raising the stop word when either is set. `closed` is set
+  /// after the peer's last write, so the caller's next poll is its last look at the lines:
+  /// *lastLook turns true, and the call after it gives up with WorkStatus::kPeerClosed.
+  __device__ bool llKeepPolling(const ConnFifo* fifo, int* spins, bool* lastLook) const {
+    if (stopWord() != 0) return false;
+    if (*lastLook) {
+      llStop(WorkStatus::kPeerClosed);
+      return false;
+    }
+    if (++*spins < kSpinsPerCheck) return true;
+    *spins = 0;
+    if (*abortFlag != 0) {
+      llStop(WorkStatus::kAborted);
+      return false;
+    }
+    if (*reinterpret_cast<const volatile uint32_t*>(&fifo->closed) != 0) {
+      __threadfence_system();  // the lines the peer wrote before closing are visible after it
+      *lastLook = true;
+    }
+    return true;
+  }
+
   /// Publishes *counter = value once every thread's writes to the slot are done. gpuScope:
   /// the reader runs on this GPU (ConnInfo::gpuScope).
   __device__ void post(uint64_t* counter, uint64_t value, bool gpuScope = false) const {

@@ -58,10 +58,11 @@ enum class WorkKind : uint8_t {
   kRecDoubling,  // exchanges with partners at distance 1, 2, 4, ... (device/rec_doubling.h)
 };
 
-/// The protocol an elem's steps use (stage 5): Simple (FIFO slots, tail and a fence per step)
-/// or LL (flagged lines, no fence: device/prims_ll.h), as NCCL_PROTO_SIMPLE / NCCL_PROTO_LL;
-/// kSimple = 0, so a value-initialised elem runs Simple.
-enum class WorkProto : uint8_t { kSimple = 0, kLL = 1 };
+/// The protocol an elem's steps use (stage 5): Simple (FIFO slots, tail and a fence per step),
+/// LL (a flag per 8 data bytes, no fence: device/prims_ll.h) or LL128 (a flag per 120 data
+/// bytes, NVLink only: device/prims_ll128.h), as NCCL_PROTO_SIMPLE / _LL / _LL128; kSimple = 0,
+/// so a value-initialised elem runs Simple.
+enum class WorkProto : uint8_t { kSimple = 0, kLL = 1, kLL128 = 2 };
 
 /// Which reducing collectives an executor runs (stage 5; Backend::kReducing, read by
 /// device/coll_dispatch.h): those of every element type (the host), of one element type,

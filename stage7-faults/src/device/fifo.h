@@ -37,13 +37,15 @@
  * are matched, instead of being staged and copied. (A GPU consumer never decides: on a
  * communicator with a GPU the proxy stages every undecided step.)
  *
- * The LL protocol (stage 5) shares the step counter and head, not the slots: its own kNSteps
- * slots of flagged lines (below) follow the Simple slots in a device connector's block.
+ * The LL and LL128 protocols (stage 5) share the step counter and head, not the slots: their
+ * own kNSteps slots of flagged lines (below) follow the Simple slots in a device connector's
+ * block, LL128's only over P2P.
  *
  * NCCL counterpart: src/include/device.h (ncclConnInfo, NCCL_STEPS, connFifo sizes,
- * ncclLLFifoLine) and the waitPeer/postPeer logic of src/device/prims_simple.h.
+ * ncclLLFifoLine, NCCL_LL128_LINEELEMS) and the waitPeer/postPeer logic of
+ * src/device/prims_simple.h.
  * Added in: stage 1; the host fast path (direct mode: pointers, claims, staged) in stage 3;
- * the LL slots in stage 5.
+ * the LL and LL128 slots in stage 5.
  */
 #ifndef TCCL_DEVICE_FIFO_H_
 #define TCCL_DEVICE_FIFO_H_
@@ -117,6 +119,10 @@ struct ConnInfo {
   // Send side, LL: the consumer's head as this side last read it. A step whose slot is known
   // free from it needs no poll of head (a read across the bus) and no barrier.
   uint64_t headSeen;
+  // Stage 5, LL128 protocol (device/prims_ll128.h): this connection's kNSteps LL128 slots,
+  // after the LL slots; null unless the transport writes them over NVLink (P2P), and then the
+  // planner never sends an LL128 step here.
+  char* ll128Buff;
 };
 
 // ---- The LL protocol's slots (stage 5; device/prims_ll.h runs them) --------------------------
@@ -196,6 +202,38 @@ TCCL_HOST_DEVICE inline void llCleanLines(LLLine* slot, int from, int to, uint32
 #else
   for (int i = from; i < to; i++) llStoreLine(slot + i, 0, flag);
 #endif
+}
+
+// ---- The LL128 protocol's slots (stage 5; device/prims_ll128.h runs them) ------------------
+// A slot is kLL128SlotLines lines of 128 bytes: sixteen 8-byte words, of which the last is the
+// flag and the other fifteen data (120 bytes). Eight threads of a warp write a line together,
+// 16 bytes each, in one store instruction; the flag rides in the eighth thread's second word.
+// The reader loads the line the same way and trusts all of it once the flag is the step's:
+// that needs the 128-byte line to land at once, which NVLink between GPUs of one architecture
+// provides and PCIe does not (NCCL enables LL128 only there, and so does tccl: tuning.cc).
+// So the data needs no fence and no tail, as LL's, but only 1/16 of the bytes are flags.
+
+constexpr int kLL128LineWords = 16;                        // 8-byte words per line
+constexpr int kLL128DataWords = kLL128LineWords - 1;       // the last is the flag
+// A step is 2048 lines, 240 KiB of data: four lines per thread of a 512-thread block, so that
+// the barrier and head that end a step are paid once per 240 KiB (NCCL's LL128 step is about
+// twice that, for 640 threads).
+constexpr int kLL128SlotLines = 2048;
+constexpr size_t kLL128StepBytes = size_t(kLL128SlotLines) * kLL128DataWords * 8;  // 245,760
+constexpr size_t kLL128BuffBytes = size_t(kNSteps) * kLL128SlotLines * kLL128LineWords * 8;
+
+// The flag of step s carries the step's byte count (at most 245,760: 18 bits) above the step
+// number (46 bits), so the reader checks the size with the same compare that checks the data
+// is there: a line whose step matches and whose size does not is a send and a receive of
+// different sizes (WorkStatus::kSizeMismatch). Step numbers wrap after 2^46 steps, two years
+// of steps at one per microsecond; lines start zeroed and s + 1 >= 1, so no line is valid before its step
+// is written.
+TCCL_HOST_DEVICE inline uint64_t ll128Flag(uint64_t step, uint64_t bytes) {
+  return (bytes << 46) | ((step + 1) & ((uint64_t(1) << 46) - 1));
+}
+TCCL_HOST_DEVICE inline uint64_t* ll128Slot(const ConnInfo* c, uint64_t step) {
+  return reinterpret_cast<uint64_t*>(c->ll128Buff) +
+         (step % kNSteps) * size_t(kLL128SlotLines) * kLL128LineWords;
 }
 
 // ---- Memory ordering helpers ---------------------------------------------------------------

@@ -51,6 +51,7 @@
 #include "device/prim_calls.h"
 #include "device/reduce_op.h"
 #include "device/trace_record.h"
+#include "device/word_pack.h"
 #include "device/work.h"
 
 namespace tccl {
@@ -95,46 +96,8 @@ class PrimitivesLL : public PrimitiveCalls<PrimitivesLL<T, Fn, Backend>, T> {
   TCCL_HOST_DEVICE WorkStatus status() const { return status_; }
 
  private:
-  static constexpr int kEltPerLine = int(8 / sizeof(T));
+  using Words = WordPack<T>;  // line i carries word i of the step's elements (word_pack.h)
   static constexpr size_t kStepElems = kLLStepBytes / sizeof(T);
-  static_assert(sizeof(T) <= 8 && 8 % sizeof(T) == 0, "LL packs whole elements into 8 bytes");
-
-  /// Line i's elements of `p` (elements [i*kEltPerLine, ...) up to m) as one 8-byte value:
-  /// one load when the pointer allows it and the line is full, else element by element.
-  TCCL_HOST_DEVICE static uint64_t loadPack(const T* p, int i, size_t m, bool aligned) {
-    uint64_t v = 0;
-    const size_t first = size_t(i) * kEltPerLine;
-    if (aligned && first + kEltPerLine <= m) return *reinterpret_cast<const uint64_t*>(p + first);
-    T e[kEltPerLine];
-    memcpy(e, &v, sizeof(v));
-    for (int k = 0; k < kEltPerLine && first + k < m; k++) e[k] = p[first + k];
-    memcpy(&v, e, sizeof(v));
-    return v;
-  }
-  TCCL_HOST_DEVICE static void storePack(T* p, int i, size_t m, bool aligned, uint64_t v) {
-    const size_t first = size_t(i) * kEltPerLine;
-    if (aligned && first + kEltPerLine <= m) {
-      *reinterpret_cast<uint64_t*>(p + first) = v;
-      return;
-    }
-    T e[kEltPerLine];
-    memcpy(e, &v, sizeof(v));
-    for (int k = 0; k < kEltPerLine && first + k < m; k++) p[first + k] = e[k];
-  }
-  /// reduceElem's formula (reduce_copy.h) on the elements of two packs.
-  TCCL_HOST_DEVICE uint64_t combine(uint64_t recvd, uint64_t mine, bool hasRecv, bool hasUser,
-                                    bool postOp) const {
-    T x[kEltPerLine], y[kEltPerLine];
-    memcpy(x, &recvd, sizeof(x));
-    memcpy(y, &mine, sizeof(y));
-    for (int k = 0; k < kEltPerLine; k++) {
-      T v = hasRecv ? (hasUser ? fn_(x[k], fn_.pre(y[k])) : x[k]) : fn_.pre(y[k]);
-      x[k] = postOp ? fn_.post(v) : v;
-    }
-    uint64_t out;
-    memcpy(&out, x, sizeof(out));
-    return out;
-  }
 
   /// The one loop behind every call (NCCL's LLGenericOp): per step, wait for a free send slot,
   /// then each thread moves its lines, then one barrier and head.
@@ -147,7 +110,7 @@ class PrimitivesLL : public PrimitiveCalls<PrimitivesLL<T, Fn, Backend>, T> {
     const int tid = be_.tid(), nthreads = be_.nthreads();
     for (size_t off = 0; off < n; off += kStepElems) {
       const size_t m = (n - off < kStepElems) ? n - off : kStepElems;
-      const int nLines = int((m + kEltPerLine - 1) / kEltPerLine);
+      const int nLines = int((m + Words::kEltPerWord - 1) / Words::kEltPerWord);
       const uint64_t bytes = uint64_t(m) * sizeof(T);
       uint64_t t = be_.traceNow();
       LLLine* sendSlot = nullptr;
@@ -184,14 +147,14 @@ class PrimitivesLL : public PrimitiveCalls<PrimitivesLL<T, Fn, Backend>, T> {
       const T* in = src ? src + off : nullptr;
       T* out = dst ? dst + off : nullptr;
       for (int i = tid; i < nLines; i += nthreads) {
-        const uint64_t mine = in ? loadPack(in, i, m, srcAligned) : 0;
+        const uint64_t mine = in ? Words::load(in, size_t(i), m, srcAligned) : 0;
         uint64_t theirs = 0;
         if (doRecv && !be_.llWaitLine(recvSlot + i, recvFlag, recv_->fifo, recvStep_, &theirs)) {
           break;  // the stop word is raised: the barrier below reports it
         }
-        const uint64_t v = combine(theirs, mine, doRecv, in != nullptr, postOp);
+        const uint64_t v = Words::combine(fn_, theirs, mine, doRecv, in != nullptr, postOp);
         if (doSend) llStoreLine(sendSlot + i, v, sendFlag);
-        if (out) storePack(out, i, m, dstAligned, v);
+        if (out) Words::store(out, size_t(i), m, dstAligned, v);
       }
       // Flag wrap (fifo.h): the slot's lines this step left alone get its flag.
       if (doSend && llCleanStep(sendStep_)) llCleanLines(sendSlot, nLines, kLLDataLines, sendFlag);

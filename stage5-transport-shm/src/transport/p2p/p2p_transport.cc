@@ -49,13 +49,21 @@ bool P2pTransport::canConnect(const CommContext& comm, const PeerInfo& peer, boo
   return true;
 }
 
+bool P2pTransport::hasLL128(const CommContext& comm, const PeerInfo& peer) const {
+  // Two ranks on one GPU meet in its L2, which promises nothing about 128-byte lines.
+  return strcmp(comm.peers[comm.rank].busId, peer.busId) != 0 && nvlinkPeer(comm.cudaDev, peer.busId);
+}
+
 // ---- Receive side: owns the FIFO block --------------------------------------------------------
 
 tcclResult_t P2pRecvComm::setup(CommContext& comm, Connector& c, ConnectInfo* info) {
   TCCL_CHECK(allocConnInfo(c));
   c.resources = std::make_unique<P2pResources>();
   P2pResources& r = res(c);
-  TCCL_CHECK(deviceCalloc(&r.block, fifoBlockBytes(c.conn->stepBytes, /*withLL=*/true)));
+  // With LL128's slots always: their lines are only written where the planner chose LL128
+  // (hasLL128), but both sides must agree on the block's layout without asking.
+  TCCL_CHECK(deviceCalloc(&r.block, fifoBlockBytes(c.conn->stepBytes, /*withLL=*/true,
+                                                   /*withLL128=*/true)));
   r.owned = true;
   P2pRecvInfo mine{};
   TCCL_CHECK(ipcExport(r.block, &mine.handle));
@@ -64,7 +72,7 @@ tcclResult_t P2pRecvComm::setup(CommContext& comm, Connector& c, ConnectInfo* in
   mine.rank = comm.rank;
   mine.pid = int32_t(getpid());
   // Our kernels read the slots and the tail from the block, and write head there.
-  attachFifo(c, static_cast<char*>(r.block));
+  attachFifo(c, static_cast<char*>(r.block), /*withLL128=*/true);
   packInfo(TransportId::kP2p, mine, info);
   return tcclSuccess;
 }
@@ -113,7 +121,7 @@ tcclResult_t P2pSendComm::connect(CommContext& comm, Connector& c, const Connect
     r.opened = true;
   }
   // Our kernels write the slots, sizes and tail into the peer's block, and poll its head.
-  attachFifo(c, static_cast<char*>(r.block));
+  attachFifo(c, static_cast<char*>(r.block), /*withLL128=*/true);
   // Two ranks on one GPU: the receiving kernel runs on our GPU, so our kernels may publish
   // steps with a GPU-scope release (fifo.h, device_backend.cuh).
   c.conn->gpuScope = strcmp(comm.peers[c.peer].busId, comm.peers[comm.rank].busId) == 0;

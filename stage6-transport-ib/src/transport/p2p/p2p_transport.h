@@ -80,6 +80,8 @@ class P2pTransport : public Transport {
   /// A connector for kernels, both ranks on one host with a GPU each, and our GPU can write
   /// into the peer's (the same GPU, or peer access); TCCL_P2P_DISABLE unset.
   bool canConnect(const CommContext& comm, const PeerInfo& peer, bool forDevice) const override;
+  /// LL128 slots (device/prims_ll128.h) to a peer on another GPU joined to ours by NVLink.
+  bool hasLL128(const CommContext& comm, const PeerInfo& peer) const override;
   TransportComm& send() override { return send_; }
   TransportComm& recv() override { return recv_; }
 
