@@ -9,21 +9,35 @@ between the markers (markers.py):
     ... the solution ...
     // <<< exercise 1.1
 
+Two kinds (issue #41, "learners write the library"): a "fill in" exercise completes part of a
+function whose frame is given (its setup, its loop, its other half); a "piece" builds a whole
+unit the chapter teaches, every region being the whole body of a function (the signature and
+its header comment stay), from a stub that returns at once with an error: an error status, or,
+where the function returns data rather than a status, data that every reader rejects (7.4's
+dump is a line of text that is not JSON).
+
 Invariants: ids are "<chapter>.<n>", n counting from 1 in order of difficulty; an exercise has
 as many stubs as regions in its file, in file order; every stub prints "not implemented:
 exercise X.Y (<title>); see docs/exercises/X.Y.md" and makes the operation fail (an error
-status, never a hang or a crash); an exercise's grading tests need no later exercise of its
-chapter (the earlier ones they run are listed in `needs`), so a chapter can be solved in
-order; grading tests are CTest names in the stage's standalone build, written with "{p}" for
-the stage prefix ("s1_"), so an exercise of chapter 1 can also be graded in a later stage.
-`tools/exercise verify` proves both directions for every entry.
-Adding a chapter's exercises: markers in the stage's sources, entries here, a page each in
-docs/exercises/ (and a line in docs/exercises/index.md and mkdocs.yml's nav).
+status, never a hang or a crash); each stub of a piece returns, and each region of a piece is
+a function's whole body (problems() checks both); an exercise's grading tests need no later
+exercise of its chapter (the earlier ones they run are listed in `needs`), so a chapter can be
+solved in order; grading tests are CTest names in the stage's standalone build, written with
+"{p}" for the stage prefix ("s1_"), so an exercise of chapter 1 can also be graded in a later
+stage. `tools/exercise verify` proves both directions for every entry.
+Adding a chapter's exercises: markers in the stage's sources, entries here (kind="piece" only
+where the region is a function's whole body and that function is a unit the chapter teaches),
+a page each in docs/exercises/ (and a line in docs/exercises/index.md's table, with its kind,
+and in mkdocs.yml's nav).
 
 NCCL counterpart: none. Added in: curriculum (exercises).
 """
+import re
 from dataclasses import dataclass, field
-from typing import Dict, List
+from pathlib import Path
+from typing import Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -40,6 +54,7 @@ class Exercise:
     env: Dict[str, str] = field(default_factory=dict)  # more environment for the tests
     needs: List[str] = field(default_factory=list)  # exercises the grading tests also run
     page: str = field(default="")
+    kind: str = "fill in"    # fill in | piece (KINDS; the module docstring says which is which)
 
     @property
     def chapter(self) -> int:
@@ -61,6 +76,7 @@ class Exercise:
 
 
 LEVELS = ("easy", "medium", "hard")
+KINDS = ("fill in", "piece")
 
 EXERCISES = [
     # ---- chapter 1: grouped send/recv over sockets ----------------------------------------
@@ -221,7 +237,7 @@ EXERCISES = [
         needs=["5.1"]),
     Exercise(
         id="5.3", title="a descriptor travels over a Unix socket", level="hard",
-        file="src/transport/shm/shm_segment.cc",
+        file="src/transport/shm/shm_segment.cc", kind="piece",  # fdSend and fdAccept, whole
         stubs=["(void)socketPeerPid;  // remove once you use it\n"
                "*peerPid = 0;\n"
                "return tcclInternalError;",
@@ -290,7 +306,7 @@ EXERCISES = [
         targets=["{p}test_check_mode"]),
     Exercise(
         id="7.2", title="a shrink talks to the survivors only", level="medium",
-        file="src/comm_split.cc",
+        file="src/comm_split.cc", kind="piece",  # shrinkWork, whole
         stubs=["(void)parent, (void)survivors, (void)abortFirst, (void)child, "
                "(void)kShrinkTagBase;  // remove once you use them\n"
                "return tcclInternalError;"],
@@ -313,6 +329,30 @@ EXERCISES = [
         tests=["{p}lifecycle.np2", "{p}lifecycle.np3"],
         targets=["{p}test_lifecycle"],
         gtest_filter="Lifecycle.NonBlocking:Lifecycle.RevokeStuckJob"),
+    Exercise(
+        # "hard", not "medium": levels never drop within a chapter, and 7.3 is hard. (A JSON
+        # writer is no protocol, but some twenty keys whose names, order and spacing the tests
+        # and both analyzers read to the character make it an hour's work.)
+        id="7.4", title="the flight recorder's dump", level="hard",
+        file="src/flight_recorder.cc", kind="piece",  # FlightRecorder::toJson, whole
+        stubs=["(void)torchDtypeName, (void)redopName, (void)quoted;  // remove once you use them\n"
+               "return \"not implemented: exercise 7.4 (the flight recorder's dump)\\n\";"
+               "  // not JSON"],
+        # toJson returns the text, not a status: frDump writes whatever it gets, and
+        # tcclCommDumpFlightRecorder still returns tcclSuccess. So the stub's dump is a line that
+        # is no JSON at all, and every reader fails at once: the tests' counts of PyTorch's keys
+        # (flight_recorder.np1-3, the SIGUSR1 dump, the watchdog's), and tools/frtrace, which
+        # exits 2 on it ("not a flight-recorder dump"): in frtrace.np2/3 (CTest runs them only
+        # once the watchdog test that leaves their dumps passes: on the stub it reports them
+        # "Not Run") and in FaultInject.StallIsNamedTheStraggler, the one test that reads
+        # time_created_ns. Not an empty string: SignalDumps would wait 5 s for a non-empty file.
+        # No earlier exercise is needed: blocking communicators, no check mode, no shrink. The
+        # filter reaches fault_inject only: the other programs get theirs on the command line.
+        tests=["{p}flight_recorder.np1", "{p}flight_recorder.np2", "{p}flight_recorder.np3",
+               "{p}flight_recorder_signal.np2", "{p}watchdog.np2", "{p}watchdog.np3",
+               "{p}frtrace.np2", "{p}frtrace.np3", "{p}fault_inject"],
+        targets=["{p}test_flight_recorder", "{p}test_fault_inject"],
+        gtest_filter="FaultInject.StallIsNamedTheStraggler"),
 ]
 
 
@@ -323,15 +363,88 @@ def find(ex_id: str) -> Exercise:
     raise KeyError(ex_id)
 
 
-def problems() -> List[str]:
+# A stub that returns: a return statement with a value (an error status, or data that fails),
+# outside comments.
+RETURNS = re.compile(r"(^|[;{}\s])return\s+[^;\s][^;]*;")
+
+
+def code_of(stub: str) -> str:
+    """The stub without its // comments (a "//" inside a string literal stays)."""
+    out = []
+    for line in stub.split("\n"):
+        quote, i = None, 0
+        while i < len(line):
+            c = line[i]
+            if quote:
+                if c == "\\":
+                    i += 1
+                elif c == quote:
+                    quote = None
+            elif c in "\"'":
+                quote = c
+            elif line.startswith("//", i):
+                line = line[:i]
+                break
+            i += 1
+        out.append(line)
+    return "\n".join(out)
+
+
+def whole_bodies(text: str, ex_id: str) -> List[int]:
+    """The 1-based lines of exercise ex_id's begin markers whose region is not a function's
+    whole body: the line before the begin marker must open the body (end with "{") and the
+    line after the end marker close it ("}")."""
+    from . import markers  # (markers needs nothing of the catalog's module)
+    lines = text.split("\n")
+    bad = []
+    for rid, _title, _indent, b, e in markers.regions(text):
+        if rid != ex_id:
+            continue
+        before = lines[b - 1].split("//")[0].rstrip() if b > 0 else ""
+        after = lines[e + 1].strip() if e + 1 < len(lines) else ""
+        if not before.endswith("{") or after != "}":
+            bad.append(b + 1)
+    return bad
+
+
+def stage_dir(chapter: int, root: Path) -> Optional[Path]:
+    """The stage directory of a chapter in root (stage3-tree for 3), or None."""
+    found = sorted(d for d in root.glob(f"stage{chapter}-*") if (d / "CMakeLists.txt").is_file())
+    return found[0] if found else None
+
+
+def problems(exercises: Optional[List[Exercise]] = None, root: Optional[Path] = ROOT) -> List[str]:
     """What breaks the table's invariants (module docstring): ids per chapter counting 1, 2,
-    ... in table order, and levels that never drop (easy before medium before hard)."""
+    ... in table order, levels that never drop (easy before medium before hard), known levels
+    and kinds, and pieces whose every stub returns and whose every region is a function's
+    whole body (read from root's stage sources: a stage that root lacks, as a learner's copy
+    lacks all but one, is not read; root None reads no source)."""
+    exercises = EXERCISES if exercises is None else exercises
     out = []
     by: Dict[int, List[Exercise]] = {}
-    for e in EXERCISES:
+    for e in exercises:
         by.setdefault(e.chapter, []).append(e)
         if e.level not in LEVELS:
             out.append(f"{e.id}: level {e.level!r} is not one of {', '.join(LEVELS)}")
+        if e.kind not in KINDS:
+            out.append(f"{e.id}: kind {e.kind!r} is not one of {', '.join(KINDS)}")
+        if e.kind != "piece":
+            continue
+        for i, s in enumerate(e.stubs, start=1):
+            if not RETURNS.search(code_of(s)):
+                out.append(f"{e.id}: a piece's stub must return (an error, or data that "
+                           f"fails), and stub {i} does not: {s!r}")
+        sdir = stage_dir(e.chapter, root) if root is not None else None
+        if sdir is None:
+            continue
+        path = sdir / e.file
+        if not path.is_file():
+            out.append(f"{e.id}: {path.relative_to(root)} does not exist")
+            continue
+        for line in whole_bodies(path.read_text(), e.id):
+            out.append(f"{e.id}: {path.relative_to(root)}:{line}: a piece's region must be a "
+                       f"function's whole body (the line before it ending in '{{', the line "
+                       f"after it '}}')")
     for ch, exs in sorted(by.items()):
         for n, e in enumerate(exs, start=1):
             if e.id != f"{ch}.{n}":

@@ -211,10 +211,11 @@ def cmd_list(args):
     for e in catalog.EXERCISES:
         by.setdefault(e.chapter, []).append(e)
     st = stages()
+    # The id comes first on each line: tools/test reads it with awk's $1.
     for ch in sorted(by):
         print(f"chapter {ch} ({st.get(ch, '?')})")
         for e in by[ch]:
-            print(f"  {e.id}  {e.level:<6}  {e.title:<45} {e.file}")
+            print(f"  {e.id}  {e.level:<6}  {e.kind:<7}  {e.title:<45} {e.file}")
     return 0
 
 
@@ -365,7 +366,9 @@ def configure_all(sdirs, base):
         work = base / "verify" / sdir
         work.mkdir(parents=True, exist_ok=True)
         (work / "verify.log").write_text("")
-        sync(ROOT, work / "src", ["common", "tests", sdir])
+        # tools/ too: some grading tests run a tool of the tree (s7_frtrace and
+        # s7_fault_inject run ${TCCL_STAGE_DIR}/../tools/frtrace on the dumps).
+        sync(ROOT, work / "src", ["common", "tests", "tools", sdir])
         if configure(work / "src" / sdir, work / "build", work / "verify.log", FAST_FLAGS,
                      quiet=True) != 0:
             # A half-written cache would pass for a configured one: drop it.
@@ -466,7 +469,8 @@ def main(argv=None):
         prog="tools/exercise", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=sys.modules["__main__"].__doc__)
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND", required=True)
-    sub.add_parser("list", help="the exercises per chapter, with difficulty and title")
+    sub.add_parser("list", help="the exercises per chapter: difficulty, kind (fill in or piece), "
+                                "title and file")
     p = sub.add_parser("start", help="write a learner's copy of a stage with exercises stubbed")
     p.add_argument("stage", metavar="STAGE|X.Y",
                    help="1 / stage1 / stage1-p2p: the chapter's exercises; X.Y: only that one")
